@@ -1,0 +1,471 @@
+// Package config loads and validates a cdcjoin job description (YAML).
+//
+// Load reports every problem at once, each with the line it is on, so that a
+// user fixes a file in one round trip. Sections owned by later stages (kafka,
+// clickhouse) live in their own files of this package and plug into the same
+// validation.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// JoinKind is INNER or LEFT (parent rows without children are kept, padded
+// with NULLs).
+type JoinKind string
+
+// Join kinds.
+const (
+	Inner JoinKind = "inner"
+	Left  JoinKind = "left"
+)
+
+// Side says which table a column comes from.
+type Side uint8
+
+// Sides of the join.
+const (
+	Parent Side = iota + 1
+	Child
+)
+
+func (s Side) String() string {
+	if s == Parent {
+		return "parent"
+	}
+	return "child"
+}
+
+// Columns is a list of column names; in YAML either a scalar "id" (or
+// "a, b") or a sequence [a, b].
+type Columns []string
+
+// UnmarshalYAML accepts a scalar (comma-separated) or a sequence.
+func (c *Columns) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*c = splitList(n.Value)
+		return nil
+	case yaml.SequenceNode:
+		var s []string
+		if err := n.Decode(&s); err != nil {
+			return err
+		}
+		*c = s
+		return nil
+	}
+	return fmt.Errorf("line %d: expected a column name or a list of column names", n.Line)
+}
+
+// Table is one source table: its Debezium topic and primary key columns.
+type Table struct {
+	Topic string  `yaml:"topic"`
+	Key   Columns `yaml:"key"`
+	// ParentKey (child only) is the foreign key column(s) referencing the
+	// parent's key, in the same order.
+	ParentKey Columns `yaml:"parent_key"`
+}
+
+// SelectItem is one output column: Side.Column AS Name.
+type SelectItem struct {
+	Side   Side
+	Column string
+	Name   string
+}
+
+// Select is the output column list; in YAML a comma-separated string
+// ("parent.id AS user_id, child.domain_name") or a sequence of such items.
+type Select []SelectItem
+
+// UnmarshalYAML parses the select list; syntax errors carry the line.
+func (s *Select) UnmarshalYAML(n *yaml.Node) error {
+	var items []string
+	switch n.Kind {
+	case yaml.ScalarNode:
+		items = splitList(n.Value)
+	case yaml.SequenceNode:
+		if err := n.Decode(&items); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("line %d: select: expected \"parent.col [AS name], child.col …\"", n.Line)
+	}
+	var errs []string
+	for _, it := range items {
+		m := selectRE.FindStringSubmatch(strings.TrimSpace(it))
+		if m == nil {
+			errs = append(errs, fmt.Sprintf("line %d: select: %q is not parent.<column> or child.<column>, with an optional AS <name>", n.Line, it))
+			continue
+		}
+		si := SelectItem{Column: m[2], Name: m[2]}
+		if strings.EqualFold(m[1], "parent") {
+			si.Side = Parent
+		} else {
+			si.Side = Child
+		}
+		if m[3] != "" {
+			si.Name = m[3]
+		}
+		*s = append(*s, si)
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+var selectRE = regexp.MustCompile(`^(?i:(parent|child))\.([A-Za-z_][A-Za-z0-9_$]*)(?:\s+(?i:as)\s+([A-Za-z_][A-Za-z0-9_]*))?$`)
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+
+// State configures the local pebble state.
+type State struct {
+	// Dir is the pebble directory (required).
+	Dir string `yaml:"dir"`
+	// CacheMB is pebble's block cache size in MiB (default 64).
+	CacheMB int `yaml:"cache_mb"`
+	// BatchEvents is how many input events are applied per pebble batch
+	// (default 1000). Larger batches amortize the commit; smaller ones bound
+	// the work redone after a crash.
+	BatchEvents int `yaml:"batch_events"`
+	// Sync makes every batch commit fsync the WAL (default true). Turning it
+	// off is safe only where the input can be replayed from its committed
+	// positions, which is the case for every cdcjoin input.
+	Sync *bool `yaml:"sync"`
+}
+
+// Errors is the bad-record policy.
+type Errors struct {
+	// Policy is "stop" (default: halt, naming topic/partition/offset) or "dlq"
+	// (write the record to DLQTopic with provenance headers and go on).
+	Policy string `yaml:"policy"`
+	// DLQTopic is the dead-letter topic (required with policy dlq).
+	DLQTopic string `yaml:"dlq_topic"`
+	// MaxRecordBytes rejects larger records as oversized (default 10 MiB).
+	MaxRecordBytes int `yaml:"max_record_bytes"`
+}
+
+// Error policies.
+const (
+	PolicyStop = "stop"
+	PolicyDLQ  = "dlq"
+)
+
+// Config is one join job.
+type Config struct {
+	Name       string      `yaml:"name"`
+	Parent     Table       `yaml:"parent"`
+	Child      Table       `yaml:"child"`
+	Join       JoinKind    `yaml:"join"`
+	Select     Select      `yaml:"select"`
+	State      State       `yaml:"state"`
+	Errors     Errors      `yaml:"errors"`
+	Kafka      Kafka       `yaml:"kafka"`
+	ClickHouse *ClickHouse `yaml:"clickhouse"`
+
+	root *yaml.Node
+}
+
+// Problems is every problem found in a configuration, each with its line.
+type Problems struct {
+	File  string
+	Items []Problem
+}
+
+// Problem is one configuration problem.
+type Problem struct {
+	Line int // 0 when not tied to a line
+	Msg  string
+}
+
+func (p *Problems) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cdcjoin: %s: %d configuration problem(s):", p.File, len(p.Items))
+	for _, it := range p.Items {
+		if it.Line > 0 {
+			fmt.Fprintf(&b, "\n  line %d: %s", it.Line, it.Msg)
+		} else {
+			fmt.Fprintf(&b, "\n  %s", it.Msg)
+		}
+	}
+	return b.String()
+}
+
+// add records a problem at the line of the YAML path (e.g. "parent", "topic"),
+// falling back to the nearest existing ancestor's line.
+func (c *Config) add(p *Problems, msg string, path ...string) {
+	p.Items = append(p.Items, Problem{Line: c.line(path...), Msg: msg})
+}
+
+// line returns the line of the value at path, or of its deepest existing
+// ancestor, or 0.
+func (c *Config) line(path ...string) int {
+	n := c.root
+	if n == nil {
+		return 0
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, k := range path {
+		if n.Kind != yaml.MappingNode {
+			break
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				line = n.Content[i].Line
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return line
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: read config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// Parse parses and validates a configuration; name is used in messages.
+// The error, if any, is a *Problems listing every problem found.
+func Parse(data []byte, name string) (*Config, error) {
+	c := &Config{}
+	probs := &Problems{File: name}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		probs.Items = append(probs.Items, yamlProblems(err)...)
+		return nil, probs
+	}
+	c.root = &root
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		probs.Items = append(probs.Items, yamlProblems(err)...)
+	}
+	c.root = &root
+	c.defaults()
+	c.validate(probs)
+	if len(probs.Items) > 0 {
+		sort.SliceStable(probs.Items, func(i, j int) bool { return probs.Items[i].Line < probs.Items[j].Line })
+		return nil, probs
+	}
+	return c, nil
+}
+
+func yamlProblems(err error) []Problem {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		for _, e := range te.Errors {
+			msgs = append(msgs, strings.Split(e, "\n")...)
+		}
+	} else {
+		msgs = strings.Split(err.Error(), "\n")
+	}
+	var out []Problem
+	for _, m := range msgs {
+		if mm := lineRE.FindStringSubmatch(strings.TrimSpace(m)); mm != nil {
+			var l int
+			fmt.Sscanf(mm[1], "%d", &l)
+			out = append(out, Problem{Line: l, Msg: mm[2]})
+		} else if strings.TrimSpace(m) != "" {
+			out = append(out, Problem{Msg: strings.TrimSpace(m)})
+		}
+	}
+	return out
+}
+
+func (c *Config) defaults() {
+	if c.Join == "" {
+		c.Join = Inner
+	}
+	if c.State.CacheMB == 0 {
+		c.State.CacheMB = 64
+	}
+	if c.State.BatchEvents == 0 {
+		c.State.BatchEvents = 1000
+	}
+	if c.State.Sync == nil {
+		t := true
+		c.State.Sync = &t
+	}
+	if c.Errors.Policy == "" {
+		c.Errors.Policy = PolicyStop
+	}
+	if c.Errors.MaxRecordBytes == 0 {
+		c.Errors.MaxRecordBytes = 10 << 20
+	}
+	c.Kafka.defaults(c)
+	if c.ClickHouse != nil {
+		c.ClickHouse.defaults(c)
+	}
+}
+
+func (c *Config) validate(p *Problems) {
+	if c.Name == "" {
+		c.add(p, "name is required (it names the state, internal topics and consumer group)", "name")
+	} else if !regexp.MustCompile(`^[A-Za-z0-9._-]+$`).MatchString(c.Name) {
+		c.add(p, fmt.Sprintf("name %q: use only letters, digits, '.', '_' and '-'", c.Name), "name")
+	}
+	c.validateTable(p, "parent", &c.Parent, false)
+	c.validateTable(p, "child", &c.Child, true)
+	if c.Parent.Topic != "" && c.Parent.Topic == c.Child.Topic {
+		c.add(p, "parent.topic and child.topic are the same topic; a self-join is not supported", "child", "topic")
+	}
+	if len(c.Child.ParentKey) > 0 && len(c.Parent.Key) > 0 && len(c.Child.ParentKey) != len(c.Parent.Key) {
+		c.add(p, fmt.Sprintf("child.parent_key has %d column(s) but parent.key has %d; they must match one to one", len(c.Child.ParentKey), len(c.Parent.Key)), "child", "parent_key")
+	}
+	switch c.Join {
+	case Inner, Left:
+	default:
+		c.add(p, fmt.Sprintf("join %q: use inner or left", c.Join), "join")
+	}
+	if len(c.Select) == 0 {
+		c.add(p, "select is required, e.g. \"parent.id AS user_id, child.domain_name\"", "select")
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Select {
+		low := strings.ToLower(s.Name)
+		if seen[low] {
+			c.add(p, fmt.Sprintf("select: output name %q appears twice; rename one with AS", s.Name), "select")
+		}
+		if strings.HasPrefix(s.Name, "_") {
+			c.add(p, fmt.Sprintf("select: output name %q: names starting with '_' are reserved for cdcjoin's columns", s.Name), "select")
+		}
+		seen[low] = true
+	}
+	if c.State.Dir == "" {
+		c.add(p, "state.dir is required (a local directory for the join state)", "state", "dir")
+	}
+	if c.State.CacheMB < 0 {
+		c.add(p, "state.cache_mb must be positive", "state", "cache_mb")
+	}
+	if c.State.BatchEvents < 0 {
+		c.add(p, "state.batch_events must be positive", "state", "batch_events")
+	}
+	switch c.Errors.Policy {
+	case PolicyStop:
+		if c.Errors.DLQTopic != "" {
+			c.add(p, "errors.dlq_topic is set but errors.policy is stop; set policy: dlq to use it", "errors", "dlq_topic")
+		}
+	case PolicyDLQ:
+		if c.Errors.DLQTopic == "" {
+			c.add(p, "errors.policy dlq needs errors.dlq_topic", "errors", "policy")
+		}
+	default:
+		c.add(p, fmt.Sprintf("errors.policy %q: use stop or dlq", c.Errors.Policy), "errors", "policy")
+	}
+	if c.Errors.MaxRecordBytes < 0 {
+		c.add(p, "errors.max_record_bytes must be positive", "errors", "max_record_bytes")
+	}
+	c.Kafka.validate(c, p)
+	if c.ClickHouse != nil {
+		c.ClickHouse.validate(c, p)
+	}
+}
+
+func (c *Config) validateTable(p *Problems, side string, t *Table, child bool) {
+	if t.Topic == "" {
+		c.add(p, side+".topic is required (the Debezium topic of the "+side+" table)", side, "topic")
+	}
+	if len(t.Key) == 0 {
+		c.add(p, side+".key is required (the primary key column(s))", side, "key")
+	}
+	for _, k := range t.Key {
+		if !identRE.MatchString(k) {
+			c.add(p, fmt.Sprintf("%s.key: %q is not a column name", side, k), side, "key")
+		}
+	}
+	if child {
+		if len(t.ParentKey) == 0 {
+			c.add(p, "child.parent_key is required (the child's column(s) referencing parent.key)", side, "parent_key")
+		}
+		for _, k := range t.ParentKey {
+			if !identRE.MatchString(k) {
+				c.add(p, fmt.Sprintf("child.parent_key: %q is not a column name", k), side, "parent_key")
+			}
+		}
+	} else if len(t.ParentKey) > 0 {
+		c.add(p, "parent.parent_key is not a parent setting (it belongs under child)", side, "parent_key")
+	}
+}
+
+// Line returns the line of the YAML value at path (or of its deepest existing
+// ancestor), 0 if unknown. Sections in other files use it for messages.
+func (c *Config) Line(path ...string) int { return c.line(path...) }
+
+// ParentColumns is the parent's projection: key columns, then the selected
+// columns, without duplicates. State stores exactly these.
+func (c *Config) ParentColumns() []string {
+	cols := append([]string(nil), c.Parent.Key...)
+	for _, s := range c.Select {
+		if s.Side == Parent {
+			cols = appendUnique(cols, s.Column)
+		}
+	}
+	return cols
+}
+
+// ChildColumns is the child's projection: key columns, parent_key columns,
+// then the selected columns, without duplicates.
+func (c *Config) ChildColumns() []string {
+	cols := append([]string(nil), c.Child.Key...)
+	for _, k := range c.Child.ParentKey {
+		cols = appendUnique(cols, k)
+	}
+	for _, s := range c.Select {
+		if s.Side == Child {
+			cols = appendUnique(cols, s.Column)
+		}
+	}
+	return cols
+}
+
+// OutputNames are the select-list output column names, in order.
+func (c *Config) OutputNames() []string {
+	out := make([]string, len(c.Select))
+	for i, s := range c.Select {
+		out[i] = s.Name
+	}
+	return out
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

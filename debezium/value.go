@@ -1,0 +1,146 @@
+package debezium
+
+import (
+	"strconv"
+	"time"
+)
+
+// Kind is the type of a decoded column value.
+type Kind uint8
+
+// Value kinds. The zero Kind is KindNull.
+const (
+	// KindNull is SQL NULL (or an absent optional field).
+	KindNull Kind = iota
+	// KindInt is a signed integer (INT8/16/32/64); the value is in Value.Int.
+	KindInt
+	// KindFloat is a float32/float64; the value is in Value.Float.
+	KindFloat
+	// KindBool is a boolean; Value.Int is 0 or 1.
+	KindBool
+	// KindString is text (also io.debezium.data.Uuid, io.debezium.data.Json,
+	// and enums); the value is in Value.Str.
+	KindString
+	// KindBytes is raw bytes (Kafka Connect BYTES without a logical type); the
+	// bytes are in Value.Str.
+	KindBytes
+	// KindDecimal is an exact decimal number in canonical text form, e.g.
+	// "-12.3400" (the scale is kept; no exponent); the text is in Value.Str.
+	// It never passes through a float.
+	KindDecimal
+	// KindDate is a calendar date; Value.Int is days since 1970-01-01.
+	KindDate
+	// KindTimestamp is an instant; Value.Int is microseconds since the Unix
+	// epoch, UTC.
+	KindTimestamp
+	// KindTime is a time of day; Value.Int is microseconds since midnight.
+	KindTime
+	// KindUnavailable is Debezium's placeholder for an unchanged TOASTed
+	// column (`__debezium_unavailable_value`): the value did not change and was
+	// not sent. Consumers must keep the value they stored earlier.
+	KindUnavailable
+)
+
+// UnavailableValue is the placeholder Debezium's PostgreSQL connector sends
+// for unchanged TOASTed columns.
+const UnavailableValue = "__debezium_unavailable_value"
+
+var kindNames = [...]string{
+	KindNull: "null", KindInt: "int", KindFloat: "float", KindBool: "bool",
+	KindString: "string", KindBytes: "bytes", KindDecimal: "decimal",
+	KindDate: "date", KindTimestamp: "timestamp", KindTime: "time",
+	KindUnavailable: "unavailable",
+}
+
+// String returns the kind's lower-case name.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Value is one decoded column value. Which field holds the payload depends on
+// Kind (see the Kind constants). Values are small and passed by value.
+type Value struct {
+	Kind  Kind
+	Int   int64
+	Float float64
+	Str   string
+}
+
+// Constructors for the common kinds.
+func Null() Value              { return Value{} }
+func Int(v int64) Value        { return Value{Kind: KindInt, Int: v} }
+func String(s string) Value    { return Value{Kind: KindString, Str: s} }
+func Decimal(s string) Value   { return Value{Kind: KindDecimal, Str: s} }
+func Float(f float64) Value    { return Value{Kind: KindFloat, Float: f} }
+func Unavailable() Value       { return Value{Kind: KindUnavailable} }
+func Date(days int64) Value    { return Value{Kind: KindDate, Int: days} }
+func Timestamp(us int64) Value { return Value{Kind: KindTimestamp, Int: us} }
+func Time(us int64) Value      { return Value{Kind: KindTime, Int: us} }
+func Bytes(b []byte) Value     { return Value{Kind: KindBytes, Str: string(b)} }
+func Bool(b bool) Value {
+	if b {
+		return Value{Kind: KindBool, Int: 1}
+	}
+	return Value{Kind: KindBool}
+}
+
+// IsNull reports whether v is SQL NULL.
+func (v Value) IsNull() bool { return v.Kind == KindNull }
+
+// Equal reports whether a and b are the same value of the same kind.
+func (a Value) Equal(b Value) bool {
+	if a.Kind != b.Kind {
+		return false
+	}
+	switch a.Kind {
+	case KindNull, KindUnavailable:
+		return true
+	case KindFloat:
+		return a.Float == b.Float || (a.Float != a.Float && b.Float != b.Float)
+	case KindString, KindBytes, KindDecimal:
+		return a.Str == b.Str
+	default:
+		return a.Int == b.Int
+	}
+}
+
+// Text renders v for humans and for text-typed sinks: integers in decimal,
+// dates as 2006-01-02, timestamps as RFC 3339 with microseconds in UTC, times
+// as 15:04:05.000000, NULL as the empty string.
+func (v Value) Text() string {
+	switch v.Kind {
+	case KindNull:
+		return ""
+	case KindInt:
+		return strconv.FormatInt(v.Int, 10)
+	case KindFloat:
+		return strconv.FormatFloat(v.Float, 'g', -1, 64)
+	case KindBool:
+		if v.Int != 0 {
+			return "true"
+		}
+		return "false"
+	case KindDate:
+		return time.Unix(v.Int*86400, 0).UTC().Format("2006-01-02")
+	case KindTimestamp:
+		return time.UnixMicro(v.Int).UTC().Format("2006-01-02T15:04:05.000000Z")
+	case KindTime:
+		d := time.Duration(v.Int) * time.Microsecond
+		return time.Unix(0, 0).UTC().Add(d).Format("15:04:05.000000")
+	case KindUnavailable:
+		return UnavailableValue
+	default:
+		return v.Str
+	}
+}
+
+// Row is a projected row: Values[i] is the value of the decoder's i-th
+// projected column. Present is false when the envelope had no such image
+// (e.g. `before` of an insert, or of an update under REPLICA IDENTITY DEFAULT).
+type Row struct {
+	Present bool
+	Values  []Value
+}

@@ -1,0 +1,35 @@
+// Package testenv tells integration tests where the real servers are.
+//
+// Each server is named by an environment variable that the repo's scripts
+// set (deploy/local/*.sh, `make test`). When a variable is unset the test is
+// skipped on a developer machine, but fails under CI (CI=true), where a
+// skipped integration test would be a silent pass.
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// Environment variables naming the real servers.
+const (
+	ClickHouseEnv = "CDCJOIN_CLICKHOUSE_ADDR" // host:port of ClickHouse's native protocol
+	KafkaEnv      = "CDCJOIN_KAFKA_BROKERS"   // comma-separated bootstrap brokers of a real Kafka
+	PostgresEnv   = "CDCJOIN_POSTGRES_DSN"    // postgres://… of a PostgreSQL with wal_level=logical
+	ConnectEnv    = "CDCJOIN_CONNECT_URL"     // http://host:port of Kafka Connect's REST API
+)
+
+// Require returns the value of the environment variable env, skipping the
+// test when it is unset outside CI and failing it when unset under CI.
+func Require(t testing.TB, env, what string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v != "" {
+		return v
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not set under CI: the %s integration test must run (start it with `make test` or deploy/local/)", env, what)
+	}
+	t.Skipf("%s not set: skipping %s integration test (run `make test` to start the servers)", env, what)
+	return ""
+}
