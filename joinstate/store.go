@@ -1,0 +1,520 @@
+// Package joinstate keeps a keyed one-to-many join's state in pebble.
+//
+// Layout (one pebble DB per Store; all keys begin with a one-byte prefix):
+//
+//	'P' joinKey                → parent record: version, padded-row version, projected parent row
+//	'C' joinKey childKey       → child record: version, projected child row (map state, prefix-scannable)
+//	'I' childKey               → joinKey (child index: where a child currently lives)
+//	'O' topic 0x00 partition   → next offset to consume (input positions)
+//	'M' name                   → metadata (version counter, config fingerprint, …)
+//
+// Join keys and child keys are tuples in the order-preserving, prefix-free
+// encoding of AppendKey, so the children of one join key are one contiguous
+// range that is iterated without loading it into memory.
+//
+// All mutations go through a Txn, a pebble indexed batch that also carries the
+// input positions; Commit writes state and positions atomically, so they can
+// never diverge.
+package joinstate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+const (
+	prefixParent   = 'P'
+	prefixChild    = 'C'
+	prefixIndex    = 'I'
+	prefixPosition = 'O'
+	prefixMeta     = 'M'
+)
+
+// Options configure a Store.
+type Options struct {
+	// Dir is the pebble directory; created if absent.
+	Dir string
+	// CacheBytes is the block cache size (default 64 MiB).
+	CacheBytes int64
+	// Sync makes every Commit fsync the WAL.
+	Sync bool
+	// FS overrides the filesystem (tests: vfs.NewMem, crash and error
+	// injection). Default: the OS filesystem.
+	FS vfs.FS
+	// Logger receives pebble's informational messages; nil discards them.
+	Logger pebble.Logger
+}
+
+// Store is the pebble-backed state of one join (or of one partition of it).
+// A Store is safe for concurrent use by one writer (Txn) and any number of
+// readers of committed data; Txns must not be used concurrently.
+type Store struct {
+	db   *pebble.DB
+	sync bool
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{})  {}
+func (quietLogger) Errorf(string, ...interface{}) {}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	panic(fmt.Sprintf(format, args...)) // pebble's contract: Fatalf must not return
+}
+
+// Open opens (creating if needed) the store in opts.Dir.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("cdcjoin: state: no directory given")
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	po := &pebble.Options{Cache: cache, FS: opts.FS, Logger: opts.Logger}
+	if po.Logger == nil {
+		po.Logger = quietLogger{}
+	}
+	po.MemTableSize = 32 << 20
+	po.EnsureDefaults()
+	db, err := pebble.Open(opts.Dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: open state %s: %w", opts.Dir, err)
+	}
+	return &Store{db: db, sync: opts.Sync}, nil
+}
+
+// Close closes the store. Uncommitted Txns are discarded.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("cdcjoin: close state: %w", err)
+	}
+	return nil
+}
+
+// DB exposes the underlying pebble DB for metrics and tools.
+func (s *Store) DB() *pebble.DB { return s.db }
+
+// Begin starts a transaction. The caller must Commit or Abort it.
+func (s *Store) Begin() *Txn {
+	return &Txn{s: s, b: s.db.NewIndexedBatch()}
+}
+
+// Position returns the committed next offset to consume for topic/partition.
+func (s *Store) Position(topic string, partition int32) (int64, bool, error) {
+	v, closer, err := s.db.Get(positionKey(nil, topic, partition))
+	return decodePosition(v, closer, err)
+}
+
+// Meta returns a committed metadata value (nil if absent).
+func (s *Store) Meta(name string) ([]byte, error) {
+	return getCopy(s.db.Get(metaKey(name)))
+}
+
+// Positions calls fn for every committed input position.
+func (s *Store) Positions(fn func(topic string, partition int32, next int64) error) error {
+	it, err := s.db.NewIter(prefixBounds([]byte{prefixPosition}))
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()[1:]
+		if len(k) < 5 || len(it.Value()) != 8 {
+			return fmt.Errorf("%w: position key", ErrCorrupt)
+		}
+		topic := string(k[:len(k)-5])
+		part := int32(binary.BigEndian.Uint32(k[len(k)-4:]))
+		if err := fn(topic, part, int64(binary.BigEndian.Uint64(it.Value()))); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// DiskBytes estimates the state's size on disk.
+func (s *Store) DiskBytes() uint64 {
+	n, err := s.db.EstimateDiskUsage([]byte{0}, []byte{0xff})
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// Flush flushes memtables to disk (used by benchmarks that measure bytes on
+// disk per row).
+func (s *Store) Flush() error { return s.db.Flush() }
+
+func decodePosition(v []byte, closer io.Closer, err error) (int64, bool, error) {
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("cdcjoin: state: read position: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("%w: position value", ErrCorrupt)
+	}
+	return int64(binary.BigEndian.Uint64(v)), true, nil
+}
+
+func getCopy(v []byte, closer io.Closer, err error) ([]byte, error) {
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+func positionKey(dst []byte, topic string, partition int32) []byte {
+	dst = append(dst, prefixPosition)
+	dst = append(dst, topic...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint32(dst, uint32(partition))
+}
+
+func metaKey(name string) []byte { return append([]byte{prefixMeta}, name...) }
+
+func prefixBounds(prefix []byte) *pebble.IterOptions {
+	return &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)}
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// ParentRecord is a stored parent row.
+type ParentRecord struct {
+	// Version of the input that last changed the row.
+	Version uint64
+	// PadVersion is the version at which a LEFT join's padded row for this
+	// parent was last emitted (0 if never).
+	PadVersion uint64
+	// Row is the projected parent row.
+	Row []debezium.Value
+}
+
+// ChildRecord is a stored child row.
+type ChildRecord struct {
+	Version uint64
+	Row     []debezium.Value
+}
+
+// Txn is a batch of state changes and input positions, committed atomically.
+// Reads see the Txn's own writes. Not safe for concurrent use.
+type Txn struct {
+	s   *Store
+	b   *pebble.Batch
+	key []byte // scratch
+	val []byte // scratch
+}
+
+// Len is the encoded size of the pending batch in bytes.
+func (t *Txn) Len() int { return t.b.Len() }
+
+// Empty reports whether the Txn has no pending writes.
+func (t *Txn) Empty() bool { return t.b.Empty() }
+
+// Commit writes all changes and positions atomically and ends the Txn.
+func (t *Txn) Commit() error {
+	opts := pebble.NoSync
+	if t.s.sync {
+		opts = pebble.Sync
+	}
+	err := t.b.Commit(opts)
+	t.b.Close()
+	t.b = nil
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: commit: %w", err)
+	}
+	return nil
+}
+
+// Abort discards the Txn.
+func (t *Txn) Abort() {
+	if t.b != nil {
+		t.b.Close()
+		t.b = nil
+	}
+}
+
+func (t *Txn) get(key []byte) ([]byte, bool, error) {
+	v, closer, err := t.b.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("cdcjoin: state: read: %w", err)
+	}
+	t.val = append(t.val[:0], v...)
+	closer.Close()
+	return t.val, true, nil
+}
+
+func (t *Txn) set(key, val []byte) error {
+	if err := t.b.Set(key, val, nil); err != nil {
+		return fmt.Errorf("cdcjoin: state: write: %w", err)
+	}
+	return nil
+}
+
+func (t *Txn) del(key []byte) error {
+	if err := t.b.Delete(key, nil); err != nil {
+		return fmt.Errorf("cdcjoin: state: delete: %w", err)
+	}
+	return nil
+}
+
+// Parent reads the parent record of joinKey (an encoded key tuple). Row values
+// are appended to rec.Row[:0].
+func (t *Txn) Parent(joinKey []byte, rec *ParentRecord) (bool, error) {
+	t.key = append(append(t.key[:0], prefixParent), joinKey...)
+	v, ok, err := t.get(t.key)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, decodeParent(v, rec)
+}
+
+func decodeParent(v []byte, rec *ParentRecord) error {
+	ver, n := binary.Uvarint(v)
+	if n <= 0 {
+		return fmt.Errorf("%w: parent version", ErrCorrupt)
+	}
+	pad, m := binary.Uvarint(v[n:])
+	if m <= 0 {
+		return fmt.Errorf("%w: parent pad version", ErrCorrupt)
+	}
+	rec.Version, rec.PadVersion = ver, pad
+	var err error
+	rec.Row, err = DecodeRow(rec.Row[:0], v[n+m:])
+	return err
+}
+
+// PutParent stores the parent record of joinKey.
+func (t *Txn) PutParent(joinKey []byte, rec *ParentRecord) error {
+	t.key = append(append(t.key[:0], prefixParent), joinKey...)
+	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
+	t.val = binary.AppendUvarint(t.val, rec.PadVersion)
+	t.val = AppendRow(t.val, rec.Row)
+	return t.set(t.key, t.val)
+}
+
+// DeleteParent removes the parent record of joinKey.
+func (t *Txn) DeleteParent(joinKey []byte) error {
+	t.key = append(append(t.key[:0], prefixParent), joinKey...)
+	return t.del(t.key)
+}
+
+// Child reads the child record (joinKey, childKey).
+func (t *Txn) Child(joinKey, childKey []byte, rec *ChildRecord) (bool, error) {
+	t.key = append(append(append(t.key[:0], prefixChild), joinKey...), childKey...)
+	v, ok, err := t.get(t.key)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, decodeChild(v, rec)
+}
+
+func decodeChild(v []byte, rec *ChildRecord) error {
+	ver, n := binary.Uvarint(v)
+	if n <= 0 {
+		return fmt.Errorf("%w: child version", ErrCorrupt)
+	}
+	rec.Version = ver
+	var err error
+	rec.Row, err = DecodeRow(rec.Row[:0], v[n:])
+	return err
+}
+
+// PutChild stores the child record (joinKey, childKey).
+func (t *Txn) PutChild(joinKey, childKey []byte, rec *ChildRecord) error {
+	t.key = append(append(append(t.key[:0], prefixChild), joinKey...), childKey...)
+	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
+	t.val = AppendRow(t.val, rec.Row)
+	return t.set(t.key, t.val)
+}
+
+// DeleteChild removes the child record (joinKey, childKey).
+func (t *Txn) DeleteChild(joinKey, childKey []byte) error {
+	t.key = append(append(append(t.key[:0], prefixChild), joinKey...), childKey...)
+	return t.del(t.key)
+}
+
+// Children streams the children of joinKey in child-key order. The childKey
+// slice and rec are reused between calls: fn must copy what it keeps. Writes
+// made by fn to this Txn are not seen by the iteration in progress.
+func (t *Txn) Children(joinKey []byte, fn func(childKey []byte, rec *ChildRecord) error) error {
+	prefix := append([]byte{prefixChild}, joinKey...)
+	return t.scan(prefix, func(k, v []byte, rec *ChildRecord) error {
+		if err := decodeChild(v, rec); err != nil {
+			return err
+		}
+		return fn(k[len(prefix):], rec)
+	})
+}
+
+// HasChildren reports whether joinKey has a child other than except (which
+// may be nil).
+func (t *Txn) HasChildren(joinKey, except []byte) (bool, error) {
+	prefix := append([]byte{prefixChild}, joinKey...)
+	it, err := t.b.NewIter(prefixBounds(prefix))
+	if err != nil {
+		return false, fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	found := false
+	for valid := it.First(); valid; valid = it.Next() {
+		if except == nil || string(it.Key()[len(prefix):]) != string(except) {
+			found = true
+			break
+		}
+	}
+	err = it.Error()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	return found, nil
+}
+
+func (t *Txn) scan(prefix []byte, fn func(k, v []byte, rec *ChildRecord) error) error {
+	it, err := t.b.NewIter(prefixBounds(prefix))
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	var rec ChildRecord
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := fn(it.Key(), it.Value(), &rec); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	err = it.Error()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	return nil
+}
+
+// AllParents streams every parent in join-key order (for truncate and for
+// materializing the join).
+func (t *Txn) AllParents(fn func(joinKey []byte, rec *ParentRecord) error) error {
+	it, err := t.b.NewIter(prefixBounds([]byte{prefixParent}))
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	defer it.Close()
+	var rec ParentRecord
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := decodeParent(it.Value(), &rec); err != nil {
+			return err
+		}
+		if err := fn(it.Key()[1:], &rec); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	return nil
+}
+
+// AllChildren streams every child in (join key, child key) order; key is the
+// concatenation joinKey+childKey (split with the key tuple widths).
+func (t *Txn) AllChildren(fn func(key []byte, rec *ChildRecord) error) error {
+	return t.scan([]byte{prefixChild}, func(k, v []byte, rec *ChildRecord) error {
+		if err := decodeChild(v, rec); err != nil {
+			return err
+		}
+		return fn(k[1:], rec)
+	})
+}
+
+// ClearParents deletes every parent record.
+func (t *Txn) ClearParents() error { return t.clear(prefixParent) }
+
+// ClearChildren deletes every child record.
+func (t *Txn) ClearChildren() error { return t.clear(prefixChild) }
+
+// ClearChildIndex deletes the whole child index.
+func (t *Txn) ClearChildIndex() error { return t.clear(prefixIndex) }
+
+func (t *Txn) clear(prefix byte) error {
+	if err := t.b.DeleteRange([]byte{prefix}, []byte{prefix + 1}, nil); err != nil {
+		return fmt.Errorf("cdcjoin: state: delete range: %w", err)
+	}
+	return nil
+}
+
+// ChildIndex returns the join key the child with childKey currently lives
+// under, appended to dst.
+func (t *Txn) ChildIndex(dst, childKey []byte) ([]byte, bool, error) {
+	t.key = append(append(t.key[:0], prefixIndex), childKey...)
+	v, ok, err := t.get(t.key)
+	if !ok || err != nil {
+		return dst, false, err
+	}
+	return append(dst, v...), true, nil
+}
+
+// SetChildIndex records that childKey lives under joinKey.
+func (t *Txn) SetChildIndex(childKey, joinKey []byte) error {
+	t.key = append(append(t.key[:0], prefixIndex), childKey...)
+	return t.set(t.key, joinKey)
+}
+
+// DeleteChildIndex forgets childKey.
+func (t *Txn) DeleteChildIndex(childKey []byte) error {
+	t.key = append(append(t.key[:0], prefixIndex), childKey...)
+	return t.del(t.key)
+}
+
+// SetPosition records next as the next offset to consume for
+// topic/partition; it becomes durable with the rest of the Txn.
+func (t *Txn) SetPosition(topic string, partition int32, next int64) error {
+	t.key = positionKey(t.key[:0], topic, partition)
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(next))
+	return t.set(t.key, v[:])
+}
+
+// Position reads a position as seen by this Txn.
+func (t *Txn) Position(topic string, partition int32) (int64, bool, error) {
+	v, closer, err := t.b.Get(positionKey(nil, topic, partition))
+	return decodePosition(v, closer, err)
+}
+
+// SetMeta sets a metadata value.
+func (t *Txn) SetMeta(name string, value []byte) error { return t.set(metaKey(name), value) }
+
+// Meta reads a metadata value as seen by this Txn (nil if absent).
+func (t *Txn) Meta(name string) ([]byte, error) {
+	v, ok, err := t.get(metaKey(name))
+	if !ok || err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), v...), nil
+}

@@ -1,0 +1,379 @@
+package keyed
+
+import (
+	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+)
+
+// InputKind is the kind of a keyed input.
+type InputKind uint8
+
+// Keyed input kinds.
+const (
+	ParentUpsert InputKind = iota + 1
+	ParentDelete
+	ChildUpsert
+	ChildDelete
+	// Truncate clears one side (Input.Side).
+	Truncate
+)
+
+func (k InputKind) String() string {
+	switch k {
+	case ParentUpsert:
+		return "parent_upsert"
+	case ParentDelete:
+		return "parent_delete"
+	case ChildUpsert:
+		return "child_upsert"
+	case ChildDelete:
+		return "child_delete"
+	case Truncate:
+		return "truncate"
+	}
+	return "invalid"
+}
+
+// Input is one keyed change of a source row, the join operator's input.
+type Input struct {
+	Kind InputKind
+	// Side is the table the input concerns (set for every kind).
+	Side config.Side
+	// JoinKey is the encoded join key tuple (joinstate.AppendKey); unset for
+	// Truncate.
+	JoinKey []byte
+	// ChildKey is the encoded child primary key (child inputs only).
+	ChildKey []byte
+	// Row is the projected row for upserts; it may hold KindUnavailable
+	// placeholders, which keep the stored value.
+	Row []debezium.Value
+}
+
+// Emit receives one change. The Change and its slices are reused after Emit
+// returns (see Change's ownership rules). An error aborts Apply.
+type Emit func(*Change) error
+
+// Stats counts what a Join did; the caller reads and resets it.
+type Stats struct {
+	Inputs      uint64
+	Upserts     uint64
+	Retractions uint64
+	NoOps       uint64 // inputs that changed nothing (duplicates, unselected columns)
+	MaxFanOut   uint64 // the most changes one input caused
+	Unavailable uint64 // TOAST placeholders with no stored value to keep
+}
+
+// Join applies keyed Inputs to join state and emits changes of the joined
+// rows. Not safe for concurrent use; it holds only scratch buffers, so any
+// number of Joins may share a Spec.
+type Join struct {
+	spec  *Spec
+	Stats Stats
+
+	parent, oldParent joinstate.ParentRecord
+	child, oldChild   joinstate.ChildRecord
+	change            Change
+	pkey, ckey        []debezium.Value
+	vals, prev        []debezium.Value
+	fan               uint64
+}
+
+// NewJoin returns a join operator for spec.
+func NewJoin(spec *Spec) *Join { return &Join{spec: spec} }
+
+// Apply applies one input with the given version. Versions must increase
+// from one Apply to the next on the same state; every change emitted by this
+// call carries version. Errors come from the state (wrapped) or from emit.
+func (j *Join) Apply(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
+	j.Stats.Inputs++
+	j.fan = 0
+	var err error
+	switch in.Kind {
+	case ParentUpsert:
+		err = j.parentUpsert(t, in, version, emit)
+	case ParentDelete:
+		err = j.parentDelete(t, in.JoinKey, version, emit)
+	case ChildUpsert:
+		err = j.childUpsert(t, in, version, emit)
+	case ChildDelete:
+		err = j.childDelete(t, in.JoinKey, in.ChildKey, version, emit)
+	case Truncate:
+		if in.Side == config.Parent {
+			err = j.truncateParents(t, version, emit)
+		} else {
+			err = j.truncateChildren(t, version, emit)
+		}
+	default:
+		err = fmt.Errorf("cdcjoin: join: invalid input kind %d", in.Kind)
+	}
+	if j.fan == 0 {
+		j.Stats.NoOps++
+	}
+	if j.fan > j.Stats.MaxFanOut {
+		j.Stats.MaxFanOut = j.fan
+	}
+	return err
+}
+
+// merge copies row into dst, keeping old values where row has TOAST
+// placeholders, and reports whether the result differs from old.
+func (j *Join) merge(dst, row, old []debezium.Value, hasOld bool) ([]debezium.Value, bool) {
+	dst = dst[:0]
+	changed := !hasOld
+	for i, v := range row {
+		if v.Kind == debezium.KindUnavailable {
+			if hasOld {
+				v = old[i]
+			} else {
+				j.Stats.Unavailable++
+			}
+		}
+		if hasOld && !v.Equal(old[i]) {
+			changed = true
+		}
+		dst = append(dst, v)
+	}
+	return dst, changed
+}
+
+func (j *Join) emit(emit Emit, op ChangeOp, version uint64, joinKey, childKey []byte, vals, prev []debezium.Value, prevVersion uint64) error {
+	var err error
+	j.pkey, _, err = joinstate.DecodeKey(j.pkey[:0], joinKey, len(j.spec.ParentKey))
+	if err != nil {
+		return err
+	}
+	c := &j.change
+	*c = Change{Op: op, Version: version, ParentKey: j.pkey, Values: vals, Prev: prev, PrevVersion: prevVersion}
+	if childKey != nil {
+		j.ckey, _, err = joinstate.DecodeKey(j.ckey[:0], childKey, len(j.spec.ChildKey))
+		if err != nil {
+			return err
+		}
+		c.ChildKey = j.ckey
+	}
+	if op == Upsert {
+		j.Stats.Upserts++
+	} else {
+		j.Stats.Retractions++
+	}
+	j.fan++
+	return emit(c)
+}
+
+func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
+	had, err := t.Parent(in.JoinKey, &j.oldParent)
+	if err != nil {
+		return err
+	}
+	var changed bool
+	j.parent.Row, changed = j.merge(j.parent.Row, in.Row, j.oldParent.Row, had)
+	if !changed {
+		return nil
+	}
+	j.parent.Version = version
+	j.parent.PadVersion = j.oldParent.PadVersion
+	if !had {
+		j.parent.PadVersion = 0
+	}
+	any := false
+	err = t.Children(in.JoinKey, func(ck []byte, c *joinstate.ChildRecord) error {
+		any = true
+		j.vals = j.spec.output(j.vals, j.parent.Row, c.Row)
+		var prev []debezium.Value
+		var prevVer uint64
+		if had {
+			j.prev = j.spec.output(j.prev, j.oldParent.Row, c.Row)
+			prev, prevVer = j.prev, max(j.oldParent.Version, c.Version)
+		}
+		return j.emit(emit, Upsert, version, in.JoinKey, ck, j.vals, prev, prevVer)
+	})
+	if err != nil {
+		return err
+	}
+	if !any && j.spec.Join == config.Left {
+		j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+		var prev []debezium.Value
+		var prevVer uint64
+		if had {
+			j.prev = j.spec.output(j.prev, j.oldParent.Row, nil)
+			prev, prevVer = j.prev, j.oldParent.PadVersion
+		}
+		j.parent.PadVersion = version
+		if err := j.emit(emit, Upsert, version, in.JoinKey, nil, j.vals, prev, prevVer); err != nil {
+			return err
+		}
+	}
+	return t.PutParent(in.JoinKey, &j.parent)
+}
+
+func (j *Join) parentDelete(t *joinstate.Txn, joinKey []byte, version uint64, emit Emit) error {
+	had, err := t.Parent(joinKey, &j.oldParent)
+	if err != nil || !had {
+		return err
+	}
+	if err := j.retractParentRows(t, joinKey, &j.oldParent, version, emit); err != nil {
+		return err
+	}
+	return t.DeleteParent(joinKey)
+}
+
+// retractParentRows retracts every joined row of parent p.
+func (j *Join) retractParentRows(t *joinstate.Txn, joinKey []byte, p *joinstate.ParentRecord, version uint64, emit Emit) error {
+	any := false
+	err := t.Children(joinKey, func(ck []byte, c *joinstate.ChildRecord) error {
+		any = true
+		j.vals = j.spec.output(j.vals, p.Row, c.Row)
+		return j.emit(emit, Retract, version, joinKey, ck, j.vals, nil, max(p.Version, c.Version))
+	})
+	if err != nil {
+		return err
+	}
+	if !any && j.spec.Join == config.Left {
+		j.vals = j.spec.output(j.vals, p.Row, nil)
+		return j.emit(emit, Retract, version, joinKey, nil, j.vals, nil, p.PadVersion)
+	}
+	return nil
+}
+
+func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
+	had, err := t.Child(in.JoinKey, in.ChildKey, &j.oldChild)
+	if err != nil {
+		return err
+	}
+	var changed bool
+	j.child.Row, changed = j.merge(j.child.Row, in.Row, j.oldChild.Row, had)
+	if !changed {
+		return nil
+	}
+	j.child.Version = version
+	hasParent, err := t.Parent(in.JoinKey, &j.parent)
+	if err != nil {
+		return err
+	}
+	if hasParent {
+		if !had && j.spec.Join == config.Left {
+			others, err := t.HasChildren(in.JoinKey, in.ChildKey)
+			if err != nil {
+				return err
+			}
+			if !others {
+				j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+				if err := j.emit(emit, Retract, version, in.JoinKey, nil, j.vals, nil, j.parent.PadVersion); err != nil {
+					return err
+				}
+			}
+		}
+		j.vals = j.spec.output(j.vals, j.parent.Row, j.child.Row)
+		var prev []debezium.Value
+		var prevVer uint64
+		if had {
+			j.prev = j.spec.output(j.prev, j.parent.Row, j.oldChild.Row)
+			prev, prevVer = j.prev, max(j.parent.Version, j.oldChild.Version)
+		}
+		if err := j.emit(emit, Upsert, version, in.JoinKey, in.ChildKey, j.vals, prev, prevVer); err != nil {
+			return err
+		}
+	}
+	return t.PutChild(in.JoinKey, in.ChildKey, &j.child)
+}
+
+func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version uint64, emit Emit) error {
+	had, err := t.Child(joinKey, childKey, &j.oldChild)
+	if err != nil || !had {
+		return err
+	}
+	if err := t.DeleteChild(joinKey, childKey); err != nil {
+		return err
+	}
+	hasParent, err := t.Parent(joinKey, &j.parent)
+	if err != nil || !hasParent {
+		return err
+	}
+	j.vals = j.spec.output(j.vals, j.parent.Row, j.oldChild.Row)
+	if err := j.emit(emit, Retract, version, joinKey, childKey, j.vals, nil, max(j.parent.Version, j.oldChild.Version)); err != nil {
+		return err
+	}
+	if j.spec.Join != config.Left {
+		return nil
+	}
+	others, err := t.HasChildren(joinKey, childKey)
+	if err != nil || others {
+		return err
+	}
+	j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+	if err := j.emit(emit, Upsert, version, joinKey, nil, j.vals, nil, 0); err != nil {
+		return err
+	}
+	j.parent.PadVersion = version
+	return t.PutParent(joinKey, &j.parent)
+}
+
+// truncateParents retracts every joined row and deletes all parents.
+func (j *Join) truncateParents(t *joinstate.Txn, version uint64, emit Emit) error {
+	err := t.AllParents(func(jk []byte, p *joinstate.ParentRecord) error {
+		return j.retractParentRows(t, jk, p, version, emit)
+	})
+	if err != nil {
+		return err
+	}
+	return t.ClearParents()
+}
+
+// truncateChildren retracts every parent-child row, pads parents in a LEFT
+// join, and deletes all children.
+func (j *Join) truncateChildren(t *joinstate.Txn, version uint64, emit Emit) error {
+	nk := len(j.spec.ParentKey)
+	var cur []byte
+	var curHas bool
+	// pad emits the padded row of the group just finished (LEFT join). The
+	// parent record write does not disturb the children scan in progress.
+	pad := func() error {
+		if !curHas || j.spec.Join != config.Left {
+			return nil
+		}
+		j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+		if err := j.emit(emit, Upsert, version, cur, nil, j.vals, nil, 0); err != nil {
+			return err
+		}
+		j.parent.PadVersion = version
+		return t.PutParent(cur, &j.parent)
+	}
+	var scratch []debezium.Value
+	err := t.AllChildren(func(key []byte, c *joinstate.ChildRecord) error {
+		var n int
+		var err error
+		scratch, n, err = joinstate.DecodeKey(scratch[:0], key, nk)
+		if err != nil {
+			return err
+		}
+		jk, ck := key[:n], key[n:]
+		if cur == nil || string(jk) != string(cur) {
+			if err := pad(); err != nil {
+				return err
+			}
+			cur = append(cur[:0], jk...)
+			curHas, err = t.Parent(jk, &j.parent)
+			if err != nil {
+				return err
+			}
+		}
+		if !curHas {
+			return nil
+		}
+		j.vals = j.spec.output(j.vals, j.parent.Row, c.Row)
+		return j.emit(emit, Retract, version, jk, ck, j.vals, nil, max(j.parent.Version, c.Version))
+	})
+	if err != nil {
+		return err
+	}
+	if err := pad(); err != nil {
+		return err
+	}
+	if err := t.ClearChildren(); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+package keyed
+
+import (
+	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+)
+
+// KeyError is a decoded event that cannot be keyed (a NULL primary key, say).
+// It is a bad-record error: callers apply their bad-record policy to it.
+type KeyError struct {
+	Side   config.Side
+	Op     debezium.Op
+	Reason string
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("cdcjoin: cannot key %s event (op %s): %s", e.Side, e.Op, e.Reason)
+}
+
+// Keyer turns decoded Debezium events into keyed Inputs. For the child side
+// it resolves the child's current join key from the child index in the state
+// (never from `before`, which REPLICA IDENTITY DEFAULT leaves out), so that
+// updates and deletes retract from the right key and a foreign-key move
+// becomes a ChildDelete on the old key plus a ChildUpsert on the new one.
+// Not safe for concurrent use.
+type Keyer struct {
+	spec *Spec
+
+	in       Input
+	jk, ojk  []byte
+	ck, ock  []byte
+	row      []debezium.Value
+	scratchK []debezium.Value
+}
+
+// NewKeyer returns a keyer for spec.
+func NewKeyer(spec *Spec) *Keyer { return &Keyer{spec: spec} }
+
+// Key emits the Inputs for ev, read from side's topic, updating the child
+// index in t. The Input passed to out is reused after out returns. Errors are
+// *KeyError for events that cannot be keyed, state errors, or out's.
+func (k *Keyer) Key(t *joinstate.Txn, side config.Side, ev *debezium.Event, out func(*Input) error) error {
+	if ev.Op == debezium.OpTruncate {
+		if side == config.Child {
+			if err := t.ClearChildIndex(); err != nil {
+				return err
+			}
+		}
+		k.in = Input{Kind: Truncate, Side: side}
+		return out(&k.in)
+	}
+	if side == config.Parent {
+		return k.parent(ev, out)
+	}
+	return k.child(t, ev, out)
+}
+
+// keyOf encodes the tuple at idx of row; ok is false if any part is NULL (or
+// an unavailable placeholder).
+func keyOf(dst []byte, row []debezium.Value, idx []int) ([]byte, bool) {
+	for _, i := range idx {
+		if row[i].Kind == debezium.KindNull || row[i].Kind == debezium.KindUnavailable {
+			return dst, false
+		}
+	}
+	for _, i := range idx {
+		dst = joinstate.AppendKey(dst, row[i:i+1])
+	}
+	return dst, true
+}
+
+// pkOf returns the encoded primary key of a delete (or an update's old row):
+// from `before` if it has the key, else from the record key.
+func pkOf(dst []byte, ev *debezium.Event, idx []int) ([]byte, bool) {
+	if ev.Before.Present {
+		if b, ok := keyOf(dst, ev.Before.Values, idx); ok {
+			return b, true
+		}
+	}
+	if ev.Key.Present {
+		return keyOf(dst, ev.Key.Values, idx)
+	}
+	return dst, false
+}
+
+func (k *Keyer) parent(ev *debezium.Event, out func(*Input) error) error {
+	s := k.spec
+	switch ev.Op {
+	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
+		if !ev.After.Present {
+			return &KeyError{config.Parent, ev.Op, "no `after` row"}
+		}
+		var ok bool
+		k.jk, ok = keyOf(k.jk[:0], ev.After.Values, s.ParentKey)
+		if !ok {
+			return &KeyError{config.Parent, ev.Op, fmt.Sprintf("primary key %v is NULL in `after`", s.Columns(config.Parent)[:len(s.ParentKey)])}
+		}
+		// An update that changes the primary key in place (Debezium normally
+		// splits it into delete + create): delete the old key first.
+		if ev.Op == debezium.OpUpdate && ev.Before.Present {
+			if old, ok := keyOf(k.ojk[:0], ev.Before.Values, s.ParentKey); ok && string(old) != string(k.jk) {
+				k.ojk = old
+				k.in = Input{Kind: ParentDelete, Side: config.Parent, JoinKey: k.ojk}
+				if err := out(&k.in); err != nil {
+					return err
+				}
+			}
+		}
+		k.in = Input{Kind: ParentUpsert, Side: config.Parent, JoinKey: k.jk, Row: ev.After.Values}
+		return out(&k.in)
+	case debezium.OpDelete:
+		var ok bool
+		k.jk, ok = pkOf(k.jk[:0], ev, s.ParentKey)
+		if !ok {
+			return &KeyError{config.Parent, ev.Op, "delete without primary key in `before` or the record key"}
+		}
+		k.in = Input{Kind: ParentDelete, Side: config.Parent, JoinKey: k.jk}
+		return out(&k.in)
+	}
+	return &KeyError{config.Parent, ev.Op, "unsupported op"}
+}
+
+func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) error) error {
+	s := k.spec
+	switch ev.Op {
+	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
+		if !ev.After.Present {
+			return &KeyError{config.Child, ev.Op, "no `after` row"}
+		}
+		var ok bool
+		k.ck, ok = keyOf(k.ck[:0], ev.After.Values, s.ChildKey)
+		if !ok {
+			return &KeyError{config.Child, ev.Op, fmt.Sprintf("primary key %v is NULL in `after`", s.Columns(config.Child)[:len(s.ChildKey)])}
+		}
+		if ev.Op == debezium.OpUpdate && ev.Before.Present {
+			if old, ok := keyOf(k.ock[:0], ev.Before.Values, s.ChildKey); ok && string(old) != string(k.ck) {
+				k.ock = old
+				if err := k.childGone(t, k.ock, out); err != nil {
+					return err
+				}
+			}
+		}
+		var had bool
+		var err error
+		k.ojk, had, err = t.ChildIndex(k.ojk[:0], k.ck)
+		if err != nil {
+			return err
+		}
+		k.row = append(k.row[:0], ev.After.Values...)
+		var hasKey bool
+		k.jk, hasKey = keyOf(k.jk[:0], k.row, s.ChildFK)
+		if !hasKey && had && fkUnavailable(k.row, s.ChildFK) {
+			// The foreign key itself is an unchanged TOAST placeholder: the
+			// child stays where it is.
+			k.jk, hasKey = append(k.jk[:0], k.ojk...), true
+		}
+		if had && (!hasKey || string(k.ojk) != string(k.jk)) {
+			k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: k.ck}
+			if err := out(&k.in); err != nil {
+				return err
+			}
+		}
+		if !hasKey {
+			// NULL foreign key: the child joins nothing.
+			if had {
+				return t.DeleteChildIndex(k.ck)
+			}
+			return nil
+		}
+		if !had || string(k.ojk) != string(k.jk) {
+			if err := t.SetChildIndex(k.ck, k.jk); err != nil {
+				return err
+			}
+		}
+		k.in = Input{Kind: ChildUpsert, Side: config.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.row}
+		return out(&k.in)
+	case debezium.OpDelete:
+		var ok bool
+		k.ck, ok = pkOf(k.ck[:0], ev, s.ChildKey)
+		if !ok {
+			return &KeyError{config.Child, ev.Op, "delete without primary key in `before` or the record key"}
+		}
+		return k.childGone(t, k.ck, out)
+	}
+	return &KeyError{config.Child, ev.Op, "unsupported op"}
+}
+
+// childGone emits a ChildDelete for ck at its indexed join key, if any, and
+// forgets it.
+func (k *Keyer) childGone(t *joinstate.Txn, ck []byte, out func(*Input) error) error {
+	var had bool
+	var err error
+	k.ojk, had, err = t.ChildIndex(k.ojk[:0], ck)
+	if err != nil || !had {
+		return err
+	}
+	if err := t.DeleteChildIndex(ck); err != nil {
+		return err
+	}
+	k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: ck}
+	return out(&k.in)
+}
+
+func fkUnavailable(row []debezium.Value, idx []int) bool {
+	for _, i := range idx {
+		if row[i].Kind == debezium.KindUnavailable {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,128 @@
+package keyed
+
+import (
+	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+)
+
+// Keyed-topic record format (the internal, compacted "<name>.keyed" topic).
+//
+//	key:   'P' joinKey            parent row
+//	       'C' joinKey childKey   child row
+//	       'T' side               truncate of side ('P' or 'C')
+//	value: 0x01 row (joinstate.AppendRow) for upserts; nil (a tombstone) for
+//	       deletes; 0x01 for truncates.
+//
+// The key is unique per live source row, so log compaction keeps exactly the
+// live rows (plus the latest truncate marker per side), and the topic doubles
+// as the join state's changelog.
+const (
+	recParent   = 'P'
+	recChild    = 'C'
+	recTruncate = 'T'
+	valueV1     = 0x01
+)
+
+// AppendRecordKey appends in's keyed-topic record key to dst.
+func AppendRecordKey(dst []byte, in *Input) []byte {
+	switch in.Kind {
+	case Truncate:
+		return append(dst, recTruncate, sideByte(in.Side))
+	case ParentUpsert, ParentDelete:
+		return append(append(dst, recParent), in.JoinKey...)
+	default:
+		return append(append(append(dst, recChild), in.JoinKey...), in.ChildKey...)
+	}
+}
+
+// AppendRecordValue appends in's record value to dst; it returns nil for
+// deletes (tombstones).
+func AppendRecordValue(dst []byte, in *Input) []byte {
+	switch in.Kind {
+	case ParentUpsert, ChildUpsert:
+		return joinstate.AppendRow(append(dst, valueV1), in.Row)
+	case Truncate:
+		return append(dst, valueV1)
+	}
+	return nil
+}
+
+// DecodeRecord parses a keyed-topic record into in, reusing in.Row. The
+// Input's byte slices alias key.
+func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
+	if len(key) < 2 {
+		return fmt.Errorf("cdcjoin: keyed record: key too short (%d bytes)", len(key))
+	}
+	if value != nil && (len(value) == 0 || value[0] != valueV1) {
+		return fmt.Errorf("cdcjoin: keyed record: unknown value format")
+	}
+	*in = Input{Row: in.Row[:0]}
+	switch key[0] {
+	case recTruncate:
+		in.Kind = Truncate
+		switch key[1] {
+		case 'P':
+			in.Side = config.Parent
+		case 'C':
+			in.Side = config.Child
+		default:
+			return fmt.Errorf("cdcjoin: keyed record: bad truncate side %q", key[1])
+		}
+		return nil
+	case recParent:
+		in.Side, in.JoinKey = config.Parent, key[1:]
+		in.Kind = ParentDelete
+		if value != nil {
+			in.Kind = ParentUpsert
+		}
+	case recChild:
+		in.Side = config.Child
+		_, n, err := joinstate.DecodeKey(nil, key[1:], len(s.ParentKey))
+		if err != nil {
+			return fmt.Errorf("cdcjoin: keyed record: %w", err)
+		}
+		in.JoinKey, in.ChildKey = key[1:1+n], key[1+n:]
+		in.Kind = ChildDelete
+		if value != nil {
+			in.Kind = ChildUpsert
+		}
+	default:
+		return fmt.Errorf("cdcjoin: keyed record: unknown key type %q", key[0])
+	}
+	if value != nil {
+		var err error
+		in.Row, err = joinstate.DecodeRow(in.Row, value[1:])
+		if err != nil {
+			return fmt.Errorf("cdcjoin: keyed record: %w", err)
+		}
+		want := len(s.ParentColumns)
+		if in.Side == config.Child {
+			want = len(s.ChildColumns)
+		}
+		if len(in.Row) != want {
+			return fmt.Errorf("cdcjoin: keyed record: row has %d columns, the join projects %d (config changed? the keyed topic must be rebuilt)", len(in.Row), want)
+		}
+	}
+	return nil
+}
+
+// Partition returns the keyed-topic partition of a join key: FNV-1a 64 of
+// the encoded key, modulo n. Every input for one join key lands on one
+// partition, which is what makes per-partition join state complete.
+func Partition(joinKey []byte, n int32) int32 {
+	h := uint64(14695981039346656037)
+	for _, c := range joinKey {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return int32(h % uint64(n))
+}
+
+func sideByte(s config.Side) byte {
+	if s == config.Parent {
+		return 'P'
+	}
+	return 'C'
+}
