@@ -1,8 +1,10 @@
 package debezium
 
 import (
+	"math"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind is the type of a decoded column value.
@@ -143,4 +145,75 @@ func (v Value) Text() string {
 type Row struct {
 	Present bool
 	Values  []Value
+}
+
+// AppendJSON appends v as a JSON value: integers and floats as numbers
+// (non-finite floats as strings), booleans as true/false, NULL and unresolved
+// placeholders as null, everything else as the string Text() returns.
+func (v Value) AppendJSON(dst []byte) []byte {
+	switch v.Kind {
+	case KindNull, KindUnavailable:
+		return append(dst, "null"...)
+	case KindInt:
+		return strconv.AppendInt(dst, v.Int, 10)
+	case KindBool:
+		if v.Int != 0 {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
+	case KindFloat:
+		if math.IsInf(v.Float, 0) || math.IsNaN(v.Float) {
+			return AppendJSONString(dst, v.Text())
+		}
+		return strconv.AppendFloat(dst, v.Float, 'g', -1, 64)
+	case KindString, KindDecimal, KindBytes:
+		return AppendJSONString(dst, v.Str)
+	default:
+		return AppendJSONString(dst, v.Text())
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendJSONString appends s as a JSON string literal. Invalid UTF-8 bytes are
+// replaced by U+FFFD, as encoding/json does.
+func AppendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\ufffd"...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
