@@ -181,11 +181,11 @@ func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Em
 	any := false
 	err = t.Children(in.JoinKey, func(ck []byte, c *joinstate.ChildRecord) error {
 		any = true
-		j.vals = j.spec.output(j.vals, j.parent.Row, c.Row)
+		j.vals = j.spec.Output(j.vals, j.parent.Row, c.Row)
 		var prev []debezium.Value
 		var prevVer uint64
 		if had {
-			j.prev = j.spec.output(j.prev, j.oldParent.Row, c.Row)
+			j.prev = j.spec.Output(j.prev, j.oldParent.Row, c.Row)
 			prev, prevVer = j.prev, max(j.oldParent.Version, c.Version)
 		}
 		return j.emit(emit, Upsert, version, in.JoinKey, ck, j.vals, prev, prevVer)
@@ -194,11 +194,11 @@ func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Em
 		return err
 	}
 	if !any && j.spec.Join == config.Left {
-		j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+		j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
 		var prev []debezium.Value
 		var prevVer uint64
 		if had {
-			j.prev = j.spec.output(j.prev, j.oldParent.Row, nil)
+			j.prev = j.spec.Output(j.prev, j.oldParent.Row, nil)
 			prev, prevVer = j.prev, j.oldParent.PadVersion
 		}
 		j.parent.PadVersion = version
@@ -225,14 +225,14 @@ func (j *Join) retractParentRows(t *joinstate.Txn, joinKey []byte, p *joinstate.
 	any := false
 	err := t.Children(joinKey, func(ck []byte, c *joinstate.ChildRecord) error {
 		any = true
-		j.vals = j.spec.output(j.vals, p.Row, c.Row)
+		j.vals = j.spec.Output(j.vals, p.Row, c.Row)
 		return j.emit(emit, Retract, version, joinKey, ck, j.vals, nil, max(p.Version, c.Version))
 	})
 	if err != nil {
 		return err
 	}
 	if !any && j.spec.Join == config.Left {
-		j.vals = j.spec.output(j.vals, p.Row, nil)
+		j.vals = j.spec.Output(j.vals, p.Row, nil)
 		return j.emit(emit, Retract, version, joinKey, nil, j.vals, nil, p.PadVersion)
 	}
 	return nil
@@ -260,17 +260,17 @@ func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emi
 				return err
 			}
 			if !others {
-				j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+				j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
 				if err := j.emit(emit, Retract, version, in.JoinKey, nil, j.vals, nil, j.parent.PadVersion); err != nil {
 					return err
 				}
 			}
 		}
-		j.vals = j.spec.output(j.vals, j.parent.Row, j.child.Row)
+		j.vals = j.spec.Output(j.vals, j.parent.Row, j.child.Row)
 		var prev []debezium.Value
 		var prevVer uint64
 		if had {
-			j.prev = j.spec.output(j.prev, j.parent.Row, j.oldChild.Row)
+			j.prev = j.spec.Output(j.prev, j.parent.Row, j.oldChild.Row)
 			prev, prevVer = j.prev, max(j.parent.Version, j.oldChild.Version)
 		}
 		if err := j.emit(emit, Upsert, version, in.JoinKey, in.ChildKey, j.vals, prev, prevVer); err != nil {
@@ -292,7 +292,7 @@ func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version u
 	if err != nil || !hasParent {
 		return err
 	}
-	j.vals = j.spec.output(j.vals, j.parent.Row, j.oldChild.Row)
+	j.vals = j.spec.Output(j.vals, j.parent.Row, j.oldChild.Row)
 	if err := j.emit(emit, Retract, version, joinKey, childKey, j.vals, nil, max(j.parent.Version, j.oldChild.Version)); err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version u
 	if err != nil || others {
 		return err
 	}
-	j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+	j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
 	if err := j.emit(emit, Upsert, version, joinKey, nil, j.vals, nil, 0); err != nil {
 		return err
 	}
@@ -334,7 +334,7 @@ func (j *Join) truncateChildren(t *joinstate.Txn, version uint64, emit Emit) err
 		if !curHas || j.spec.Join != config.Left {
 			return nil
 		}
-		j.vals = j.spec.output(j.vals, j.parent.Row, nil)
+		j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
 		if err := j.emit(emit, Upsert, version, cur, nil, j.vals, nil, 0); err != nil {
 			return err
 		}
@@ -363,7 +363,7 @@ func (j *Join) truncateChildren(t *joinstate.Txn, version uint64, emit Emit) err
 		if !curHas {
 			return nil
 		}
-		j.vals = j.spec.output(j.vals, j.parent.Row, c.Row)
+		j.vals = j.spec.Output(j.vals, j.parent.Row, c.Row)
 		return j.emit(emit, Retract, version, jk, ck, j.vals, nil, max(j.parent.Version, c.Version))
 	})
 	if err != nil {

@@ -87,9 +87,9 @@ func (s *Spec) Columns(side config.Side) []string {
 	return s.ChildColumns
 }
 
-// output fills dst with the select-list values of a joined row. child may be
+// Output fills dst with the select-list values of a joined row. child may be
 // nil (LEFT join padding). Unresolved TOAST placeholders render as NULL.
-func (s *Spec) output(dst, parent, child []debezium.Value) []debezium.Value {
+func (s *Spec) Output(dst, parent, child []debezium.Value) []debezium.Value {
 	dst = dst[:0]
 	for _, o := range s.Out {
 		var v debezium.Value

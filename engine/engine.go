@@ -1,0 +1,330 @@
+// Package engine runs the whole join in one process on one pebble state:
+// decode → key → join, committing state, versions and input positions in one
+// pebble batch per batch of records. It is the offline/backfill path behind
+// `cdcjoin replay`, and the reference against which the distributed runtime
+// is checked.
+//
+// Versions are a counter persisted in the state: the i-th keyed input ever
+// applied gets version i. A crash loses at most the uncommitted batch;
+// reprocessing it from the committed positions reproduces the same changes
+// with the same versions.
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Record is one Kafka record of a Debezium topic. Value nil is a tombstone.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+}
+
+// BadRecord is a record the engine could not process, with the reason.
+type BadRecord struct {
+	Record *Record
+	Err    error
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Resume continues from the state's committed positions: records at or
+	// before a partition's committed offset are skipped. Without Resume the
+	// state directory must be empty.
+	Resume bool
+	// Emit receives every change (see keyed.Change's ownership rules). Nil
+	// discards changes.
+	Emit keyed.Emit
+	// Flush, if set, is called before each state commit; it must make every
+	// change emitted so far durable. A Flush error aborts the commit.
+	Flush func(ctx context.Context) error
+	// OnBad, if set, receives bad records under the dlq policy (after it
+	// returns nil the record counts as handled). Required for policy dlq.
+	OnBad func(ctx context.Context, b BadRecord) error
+	// FS overrides the state's filesystem (tests).
+	FS vfs.FS
+}
+
+// Stats is a snapshot of what an Engine has done.
+type Stats struct {
+	Records    uint64 // records read (including skipped)
+	Skipped    uint64 // records at or before committed positions (resume)
+	Tombstones uint64
+	Events     uint64 // decoded change events
+	Bad        uint64 // records routed to OnBad
+	Commits    uint64
+	Join       keyed.Stats
+}
+
+// Engine is the single-process join. Not safe for concurrent use.
+type Engine struct {
+	cfg     *config.Config
+	spec    *keyed.Spec
+	opts    Options
+	store   *joinstate.Store
+	keyer   *keyed.Keyer
+	join    *keyed.Join
+	decs    [3]*debezium.Decoder // indexed by config.Side
+	txn     *joinstate.Txn
+	version uint64
+	pending int
+	ev      debezium.Event
+	stats   Stats
+	emit    keyed.Emit
+	resume  map[topicPart]int64
+}
+
+type topicPart struct {
+	topic string
+	part  int32
+}
+
+const metaVersion = "version"
+const metaFingerprint = "fingerprint"
+
+// Open opens the state in cfg.State.Dir and prepares the engine.
+func Open(cfg *config.Config, opts Options) (*Engine, error) {
+	if cfg.Errors.Policy == config.PolicyDLQ && opts.OnBad == nil {
+		return nil, errors.New("cdcjoin: errors.policy is dlq but no dead-letter destination is set")
+	}
+	if !opts.Resume && opts.FS == nil {
+		if entries, err := os.ReadDir(cfg.State.Dir); err == nil && len(entries) > 0 {
+			return nil, fmt.Errorf("cdcjoin: state directory %s is not empty: pass --resume to continue from it, or remove it to start over", cfg.State.Dir)
+		}
+	}
+	store, err := joinstate.Open(joinstate.Options{
+		Dir: cfg.State.Dir, CacheBytes: int64(cfg.State.CacheMB) << 20, Sync: *cfg.State.Sync, FS: opts.FS,
+	})
+	if err != nil {
+		return nil, err
+	}
+	spec := keyed.NewSpec(cfg)
+	e := &Engine{
+		cfg: cfg, spec: spec, opts: opts, store: store,
+		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec),
+		resume: map[topicPart]int64{},
+	}
+	dopts := debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}
+	e.decs[config.Parent] = debezium.NewDecoder(spec.ParentColumns, dopts)
+	e.decs[config.Child] = debezium.NewDecoder(spec.ChildColumns, dopts)
+	e.emit = opts.Emit
+	if e.emit == nil {
+		e.emit = func(*keyed.Change) error { return nil }
+	}
+	if err := e.load(); err != nil {
+		store.Close()
+		return nil, err
+	}
+	e.txn = store.Begin()
+	return e, nil
+}
+
+// fingerprint identifies the state's shape: a state built for another
+// projection or join kind must not be resumed.
+func (e *Engine) fingerprint() []byte {
+	s := fmt.Sprintf("v1|%s|%v|%v|%v|%v|%v|%v", e.spec.Join, e.spec.ParentColumns, e.spec.ChildColumns,
+		e.spec.ParentKey, e.spec.ChildKey, e.spec.ChildFK, e.spec.Out)
+	return []byte(s)
+}
+
+func (e *Engine) load() error {
+	fp, err := e.store.Meta(metaFingerprint)
+	if err != nil {
+		return err
+	}
+	if fp != nil && string(fp) != string(e.fingerprint()) {
+		return fmt.Errorf("cdcjoin: state in %s was built for another join shape (%s); remove it to rebuild", e.cfg.State.Dir, fp)
+	}
+	v, err := e.store.Meta(metaVersion)
+	if err != nil {
+		return err
+	}
+	if len(v) == 8 {
+		e.version = binary.BigEndian.Uint64(v)
+	}
+	return e.store.Positions(func(topic string, part int32, next int64) error {
+		e.resume[topicPart{topic, part}] = next
+		return nil
+	})
+}
+
+// Version returns the last version assigned.
+func (e *Engine) Version() uint64 { return e.version }
+
+// Stats returns a snapshot of the counters.
+func (e *Engine) Stats() Stats {
+	s := e.stats
+	s.Join = e.join.Stats
+	return s
+}
+
+// Store exposes the state (read-only use: metrics, tools, tests).
+func (e *Engine) Store() *joinstate.Store { return e.store }
+
+// Spec returns the compiled join.
+func (e *Engine) Spec() *keyed.Spec { return e.spec }
+
+func (e *Engine) side(topic string) config.Side {
+	switch topic {
+	case e.cfg.Parent.Topic:
+		return config.Parent
+	case e.cfg.Child.Topic:
+		return config.Child
+	}
+	return 0
+}
+
+// Process applies one record. Records must come in each partition's offset
+// order. It commits a batch every state.batch_events records. Bad records
+// (undecodable, unkeyable, unknown topic) stop processing with an error
+// naming topic/partition/offset under policy stop; under policy dlq they go
+// to Options.OnBad. Other errors (state, emit, flush) are returned wrapped.
+func (e *Engine) Process(ctx context.Context, r *Record) error {
+	e.stats.Records++
+	if next, ok := e.resume[topicPart{r.Topic, r.Partition}]; ok && r.Offset < next {
+		e.stats.Skipped++
+		return nil
+	}
+	if err := e.apply(r); err != nil {
+		var bad *badError
+		if !errors.As(err, &bad) {
+			return err
+		}
+		if e.cfg.Errors.Policy != config.PolicyDLQ {
+			return bad.err
+		}
+		if err := e.opts.OnBad(ctx, BadRecord{Record: r, Err: bad.err}); err != nil {
+			return fmt.Errorf("cdcjoin: dead-letter record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		e.stats.Bad++
+	}
+	if err := e.txn.SetPosition(r.Topic, r.Partition, r.Offset+1); err != nil {
+		return err
+	}
+	e.pending++
+	if e.pending >= e.cfg.State.BatchEvents {
+		return e.Commit(ctx)
+	}
+	return nil
+}
+
+type badError struct{ err error }
+
+func (b *badError) Error() string { return b.err.Error() }
+
+func (e *Engine) apply(r *Record) error {
+	side := e.side(r.Topic)
+	if side == 0 {
+		return &badError{fmt.Errorf("cdcjoin: bad record at %s/%d@%d: topic is neither parent.topic (%s) nor child.topic (%s)",
+			r.Topic, r.Partition, r.Offset, e.cfg.Parent.Topic, e.cfg.Child.Topic)}
+	}
+	ok, err := e.decs[side].Decode(r.Key, r.Value, &e.ev)
+	if err != nil {
+		return &badError{debezium.AtPosition(err, r.Topic, r.Partition, r.Offset)}
+	}
+	if !ok {
+		e.stats.Tombstones++
+		return nil
+	}
+	e.stats.Events++
+	err = e.keyer.Key(e.txn, side, &e.ev, func(in *keyed.Input) error {
+		e.version++
+		return e.join.Apply(e.txn, in, e.version, e.emit)
+	})
+	var ke *keyed.KeyError
+	if errors.As(err, &ke) {
+		return &badError{fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
+	}
+	return err
+}
+
+// Commit flushes emitted changes (Options.Flush) and then commits state,
+// version counter and positions atomically.
+func (e *Engine) Commit(ctx context.Context) error {
+	if e.pending == 0 && e.txn.Empty() {
+		return nil
+	}
+	if e.opts.Flush != nil {
+		if err := e.opts.Flush(ctx); err != nil {
+			return fmt.Errorf("cdcjoin: flush changes: %w", err)
+		}
+	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], e.version)
+	if err := e.txn.SetMeta(metaVersion, v[:]); err != nil {
+		return err
+	}
+	if err := e.txn.SetMeta(metaFingerprint, e.fingerprint()); err != nil {
+		return err
+	}
+	if err := e.txn.Commit(); err != nil {
+		return err
+	}
+	e.stats.Commits++
+	e.pending = 0
+	e.txn = e.store.Begin()
+	return nil
+}
+
+// Close discards uncommitted work (call Commit first to keep it) and closes
+// the state.
+func (e *Engine) Close() error {
+	if e.txn != nil {
+		e.txn.Abort()
+		e.txn = nil
+	}
+	return e.store.Close()
+}
+
+// Final streams the materialized join from the committed state, sorted by row
+// key (join key, then child key; a LEFT join's padded row has no child key).
+// vals is reused between calls.
+func (e *Engine) Final(fn func(parentKey, childKey, vals []debezium.Value) error) error {
+	return Materialize(e.store, e.spec, fn)
+}
+
+// Materialize streams the join held in store (see Engine.Final).
+func Materialize(store *joinstate.Store, spec *keyed.Spec, fn func(parentKey, childKey, vals []debezium.Value) error) error {
+	t := store.Begin()
+	defer t.Abort()
+	var vals, pk, ck []debezium.Value
+	return t.AllParents(func(jk []byte, p *joinstate.ParentRecord) error {
+		var err error
+		pk, _, err = joinstate.DecodeKey(pk[:0], jk, len(spec.ParentKey))
+		if err != nil {
+			return err
+		}
+		any := false
+		err = t.Children(jk, func(ckb []byte, c *joinstate.ChildRecord) error {
+			any = true
+			var err error
+			ck, _, err = joinstate.DecodeKey(ck[:0], ckb, len(spec.ChildKey))
+			if err != nil {
+				return err
+			}
+			vals = spec.Output(vals, p.Row, c.Row)
+			return fn(pk, ck, vals)
+		})
+		if err != nil {
+			return err
+		}
+		if !any && spec.Join == config.Left {
+			vals = spec.Output(vals, p.Row, nil)
+			return fn(pk, nil, vals)
+		}
+		return nil
+	})
+}
