@@ -1,0 +1,932 @@
+package debezium
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"time"
+	"unsafe"
+)
+
+// Options configure a Decoder.
+type Options struct {
+	// MaxRecordBytes bounds the size of a record's key and of its value; a
+	// larger one fails with ErrOversized. 0 means no limit.
+	MaxRecordBytes int
+}
+
+// Decoder decodes Debezium change events in Kafka Connect JsonConverter
+// format, with or without schemas (decided per record), projecting the
+// before/after images and the record key onto a fixed list of columns.
+//
+// A Decoder is not safe for concurrent use: use one per goroutine. It caches
+// parsed schemas (keyed by the schema block's exact bytes, at most
+// maxCachedSchemas per kind), so a repeated schema costs one comparison.
+//
+// String values are carved out of decoder-owned chunks of memory (a few KiB
+// each) to avoid one allocation per value: they are immutable and may be kept
+// forever, but keeping one keeps its chunk alive.
+type Decoder struct {
+	cols  []string
+	index map[string]int // name -> column, used when there are many columns
+	opts  Options
+	vals  schemaCache // envelope (value) schemas
+	keys  schemaCache // key schemas
+	seen  []bool      // per column: present in the image being decoded
+
+	kbuf  []byte // unescaped object keys
+	sbuf  []byte // unescaped string values
+	bbuf  []byte // base64-decoded bytes
+	dbuf  []byte // decimal digits
+	tbuf  []byte // formatted text
+	arena []byte // string storage, see str
+
+	// Interned source strings: they repeat on every record of a table.
+	lastDB, lastSchema, lastTable, lastFile, lastSnapshot string
+}
+
+// linearMatchMax is the number of columns up to which field names are
+// matched by a linear scan (faster than a map for a few columns).
+const linearMatchMax = 8
+
+// Arena sizes for str.
+const (
+	arenaChunk     = 8 << 10
+	arenaMaxString = 1 << 10
+)
+
+// NewDecoder returns a decoder projecting before/after/key to columns (in
+// that order). columns must not be modified afterwards.
+func NewDecoder(columns []string, opts Options) *Decoder {
+	d := &Decoder{
+		cols: columns,
+		opts: opts,
+		vals: newSchemaCache(),
+		keys: newSchemaCache(),
+		seen: make([]bool, len(columns)),
+	}
+	if len(columns) > linearMatchMax {
+		d.index = make(map[string]int, len(columns))
+		for i, c := range columns {
+			if _, dup := d.index[c]; !dup {
+				d.index[c] = i
+			}
+		}
+	}
+	return d
+}
+
+// Columns returns the projected column names (not to be modified).
+func (d *Decoder) Columns() []string { return d.cols }
+
+// Decode decodes one Kafka record; key and value are the raw record bytes,
+// either may be nil.
+//
+// ok=false with err=nil means a tombstone (nil or empty value, JSON null, or
+// a schema-wrapped null payload): skip it. Otherwise Decode fills *ev,
+// reusing ev's Values slices (Before, After and Key all get len(Columns())
+// values). ev.Types is nil without a schema; with one it is a slice shared
+// with the decoder's schema cache and must not be modified.
+//
+// Every error is a *DecodeError (Kind ErrMalformed, ErrUnknownOp,
+// ErrTypeMismatch, ErrOversized or ErrMissingColumn) whose Field names the
+// offending field, e.g. "payload.after.user_id" or "key.id". Decode never
+// panics on any input.
+func (d *Decoder) Decode(key, value []byte, ev *Event) (ok bool, err error) {
+	n := len(d.cols)
+	ev.Op, ev.Types, ev.Source, ev.TsMs = 0, nil, Source{}, 0
+	resetRow(&ev.Before, n)
+	resetRow(&ev.After, n)
+	resetRow(&ev.Key, n)
+	if m := d.opts.MaxRecordBytes; m > 0 {
+		if len(value) > m {
+			return false, oversized("value", len(value), m)
+		}
+		if len(key) > m {
+			return false, oversized("key", len(key), m)
+		}
+	}
+	tomb, de := d.decodeValue(value, ev)
+	if de != nil {
+		return false, de
+	}
+	if tomb {
+		return false, nil
+	}
+	if de := d.decodeKey(key, ev); de != nil {
+		return false, de
+	}
+	return true, nil
+}
+
+func oversized(field string, size, limit int) *DecodeError {
+	return &DecodeError{Kind: ErrOversized, Field: field, Offset: -1,
+		Reason: strconv.Itoa(size) + " bytes exceed the limit of " + strconv.Itoa(limit)}
+}
+
+func resetRow(r *Row, n int) {
+	r.Present = false
+	if cap(r.Values) < n {
+		r.Values = make([]Value, n)
+		return
+	}
+	r.Values = r.Values[:n]
+	clear(r.Values)
+}
+
+// at sets err's Field unless a more precise one is already set.
+func at(err *DecodeError, field string) *DecodeError {
+	if err != nil && err.Field == "" {
+		err.Field = field
+	}
+	return err
+}
+
+func malformed(field, reason string) *DecodeError {
+	return &DecodeError{Kind: ErrMalformed, Field: field, Reason: reason, Offset: -1}
+}
+
+// envState tracks which envelope fields a value had.
+type envState struct {
+	any    bool // saw before, after, source or op
+	op     bool
+	prefix string // "" or "payload."
+}
+
+// decodeValue decodes the record value into ev; tomb reports a tombstone.
+func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeError) {
+	s := scanner{b: value}
+	switch s.peek() {
+	case 0:
+		return true, nil
+	case 'n':
+		if err := s.literal("null"); err != nil {
+			return false, err
+		}
+		if !s.atEnd() {
+			return false, at(s.syntaxErr("trailing data"), "value")
+		}
+		return true, nil
+	case '{':
+	default:
+		return false, malformed("value", "not a JSON object")
+	}
+	s.i++
+	var (
+		wrapped, schemaSeen, payloadSeen bool
+		proj                             *projection
+		payloadAt                        = -1
+		st                               = envState{}
+	)
+	for first := true; ; {
+		k, done, err := s.nextKey(&first, &d.kbuf)
+		if err != nil {
+			return false, at(err, "value")
+		}
+		if done {
+			break
+		}
+		switch string(k) {
+		case "schema":
+			wrapped, schemaSeen = true, true
+			if proj, err = d.schemaAt(&d.vals, &s, "schema", envelopeRow); err != nil {
+				return false, at(err, "schema")
+			}
+		case "payload":
+			wrapped, payloadSeen = true, true
+			if !schemaSeen {
+				payloadAt = s.i // decode once the schema is known
+				err = s.skip()
+			} else {
+				tomb, err = d.payload(&s, proj, ev)
+			}
+		default:
+			err = d.envField(&s, k, nil, &st, ev)
+		}
+		if err != nil {
+			return false, at(err, "value")
+		}
+	}
+	if !s.atEnd() {
+		return false, at(s.syntaxErr("trailing data"), "value")
+	}
+	if !wrapped {
+		return false, d.finishEnvelope(&st, ev)
+	}
+	if st.any {
+		return false, malformed("value", "envelope fields next to schema/payload")
+	}
+	if !payloadSeen {
+		return false, malformed("payload", "schema without payload")
+	}
+	if payloadAt >= 0 {
+		ps := scanner{b: value, i: payloadAt}
+		tomb, de = d.payload(&ps, proj, ev)
+	}
+	if de == nil && !tomb && proj != nil {
+		ev.Types = proj.types
+	}
+	return tomb, de
+}
+
+// schemaAt reads a schema block (an object or null) at field ("schema" or
+// "key.schema") through cache c; rowOf picks the struct to project.
+func (d *Decoder) schemaAt(c *schemaCache, s *scanner, field string, rowOf func(*schemaNode) (*schemaNode, *DecodeError)) (*projection, *DecodeError) {
+	switch s.peek() {
+	case 'n':
+		return nil, s.literal("null")
+	case '{':
+	default:
+		return nil, malformed(field, "not a JSON object")
+	}
+	p, raw, h, err := c.lookup(s)
+	if p != nil || err != nil {
+		return p, err
+	}
+	ps := scanner{b: raw}
+	root, err := parseSchema(&ps, 0)
+	if err != nil {
+		return nil, err
+	}
+	row, err := rowOf(root)
+	if err != nil {
+		return nil, at(err, field)
+	}
+	if p, err = buildProjection(raw, row, d.cols); err != nil {
+		err.Field = field + "." + err.Field
+		return nil, err
+	}
+	c.store(h, p)
+	return p, nil
+}
+
+// envelopeRow returns the row struct of an envelope schema: the "after"
+// field, else "before".
+func envelopeRow(root *schemaNode) (*schemaNode, *DecodeError) {
+	if root.typ != schemaTypeStruct {
+		return nil, malformed("", "envelope schema is not a struct")
+	}
+	row := root.fieldNamed(schemaFieldAfter)
+	if row == nil || row.typ != schemaTypeStruct {
+		row = root.fieldNamed(schemaFieldBefore)
+	}
+	if row == nil || row.typ != schemaTypeStruct {
+		return nil, malformed("", schemaErrNoRowStruct)
+	}
+	return row, nil
+}
+
+// keyRow returns the struct of a key schema; a non-struct key projects
+// nothing.
+func keyRow(root *schemaNode) (*schemaNode, *DecodeError) {
+	if root.typ != schemaTypeStruct {
+		return nil, nil
+	}
+	return root, nil
+}
+
+// payload decodes a schema-wrapped payload: an envelope or null.
+func (d *Decoder) payload(s *scanner, proj *projection, ev *Event) (tomb bool, de *DecodeError) {
+	if isNull, err := openObject(s, "payload"); isNull || err != nil {
+		return isNull, err
+	}
+	st := envState{prefix: "payload."}
+	for first := true; ; {
+		k, done, err := s.nextKey(&first, &d.kbuf)
+		if err != nil {
+			return false, at(err, "payload")
+		}
+		if done {
+			break
+		}
+		if err := d.envField(s, k, proj, &st, ev); err != nil {
+			return false, at(err, "payload")
+		}
+	}
+	return false, d.finishEnvelope(&st, ev)
+}
+
+func (d *Decoder) finishEnvelope(st *envState, ev *Event) *DecodeError {
+	if !st.any {
+		return malformed("value", "not a Debezium envelope (no before, after, source or op)")
+	}
+	if !st.op {
+		return &DecodeError{Kind: ErrUnknownOp, Field: st.prefix + "op", Reason: "missing op", Offset: -1}
+	}
+	return nil
+}
+
+// envField decodes one envelope member named k; unknown members are skipped.
+func (d *Decoder) envField(s *scanner, k []byte, proj *projection, st *envState, ev *Event) *DecodeError {
+	wrapped := st.prefix != ""
+	switch string(k) {
+	case "before":
+		st.any = true
+		return d.image(s, &ev.Before, proj, pick(wrapped, "payload.before", "before"), false)
+	case "after":
+		st.any = true
+		return d.image(s, &ev.After, proj, pick(wrapped, "payload.after", "after"), true)
+	case "source":
+		st.any = true
+		return d.source(s, &ev.Source, pick(wrapped, "payload.source", "source"))
+	case "op":
+		st.any, st.op = true, true
+		field := pick(wrapped, "payload.op", "op")
+		if s.peek() != '"' {
+			if err := s.skip(); err != nil {
+				return at(err, field)
+			}
+			return &DecodeError{Kind: ErrUnknownOp, Field: field, Reason: "op is not a string", Offset: -1}
+		}
+		raw, _, err := s.str()
+		if err != nil {
+			return at(err, field)
+		}
+		if len(raw) == 1 {
+			switch op := Op(raw[0]); op {
+			case OpCreate, OpUpdate, OpDelete, OpRead, OpTruncate:
+				ev.Op = op
+				return nil
+			}
+		}
+		return &DecodeError{Kind: ErrUnknownOp, Field: field, Reason: "unknown op " + strconv.Quote(string(raw)), Offset: -1}
+	case "ts_ms":
+		v, err := d.int64Field(s)
+		if err != nil {
+			return at(err, pick(wrapped, "payload.ts_ms", "ts_ms"))
+		}
+		ev.TsMs = v
+		return nil
+	}
+	return s.skip()
+}
+
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// match returns the index of the projected column named k, or -1.
+func (d *Decoder) match(k []byte) int {
+	if d.index != nil {
+		if j, ok := d.index[string(k)]; ok {
+			return j
+		}
+		return -1
+	}
+	for j, c := range d.cols {
+		if len(c) == len(k) && c == string(k) {
+			return j
+		}
+	}
+	return -1
+}
+
+var inferInfo = colInfo{conv: convInfer}
+
+// openObject consumes null (isNull) or the '{' of an object at path.
+func openObject(s *scanner, path string) (isNull bool, err *DecodeError) {
+	switch s.peek() {
+	case 'n':
+		return true, at(s.literal("null"), path)
+	case '{':
+		s.i++
+		return false, nil
+	}
+	return false, malformed(path, "not a JSON object")
+}
+
+// image decodes a row image (object or null) at path into row. full marks an
+// `after` image, which must contain every projected column.
+func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, full bool) *DecodeError {
+	if isNull, err := openObject(s, path); isNull || err != nil {
+		return err
+	}
+	row.Present = true
+	seen := d.seen
+	clear(seen)
+	for first := true; ; {
+		k, done, err := s.nextKey(&first, &d.kbuf)
+		if err != nil {
+			return at(err, path)
+		}
+		if done {
+			break
+		}
+		j := d.match(k)
+		if j < 0 {
+			if err := s.skip(); err != nil {
+				return at(err, path)
+			}
+			continue
+		}
+		info := &inferInfo
+		if proj != nil {
+			info = &proj.infos[j]
+		}
+		if err := d.value(s, info, &row.Values[j]); err != nil {
+			return at(err, path+"."+d.cols[j])
+		}
+		seen[j] = true
+	}
+	if full {
+		for j, ok := range seen {
+			if !ok {
+				return &DecodeError{Kind: ErrMissingColumn, Field: path + "." + d.cols[j], Offset: -1,
+					Reason: "projected column absent from the row image"}
+			}
+		}
+	}
+	return nil
+}
+
+// str returns b as a string carved out of the decoder's arena.
+func (d *Decoder) str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > arenaMaxString {
+		return string(b)
+	}
+	if cap(d.arena)-len(d.arena) < len(b) {
+		d.arena = make([]byte, 0, arenaChunk)
+	}
+	off := len(d.arena)
+	d.arena = append(d.arena, b...)
+	return unsafe.String(&d.arena[off], len(b))
+}
+
+// view returns a string sharing b's memory, for parsing functions that do
+// not retain their argument on success.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func mismatch(info *colInfo, got string) *DecodeError {
+	want := info.typ
+	if want == "" {
+		want = "a scalar"
+	}
+	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1, Reason: "expected " + want + ", got " + got}
+}
+
+// value decodes one column value per info.
+func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
+	c := s.peek()
+	if c == 'n' {
+		*out = Value{}
+		return s.literal("null")
+	}
+	if info.conv == convRaw {
+		start := s.i
+		if err := s.skip(); err != nil {
+			return err
+		}
+		if c == '"' && string(s.b[start:s.i]) == `"`+UnavailableValue+`"` {
+			*out = Unavailable()
+		} else {
+			*out = String(d.str(s.b[start:s.i]))
+		}
+		return nil
+	}
+	switch c {
+	case '"':
+		return d.stringValue(s, info, out)
+	case 't', 'f':
+		if err := s.literal(pick(c == 't', "true", "false")); err != nil {
+			return err
+		}
+		if info.conv != convInfer && info.conv != convBool {
+			return mismatch(info, "boolean")
+		}
+		*out = Bool(c == 't')
+		return nil
+	case '{':
+		if info.conv == convVarDecimal || info.conv == convInfer {
+			return d.structValue(s, info, out)
+		}
+		if err := s.skip(); err != nil {
+			return err
+		}
+		return mismatch(info, "object")
+	case '[':
+		start := s.i
+		if err := s.skip(); err != nil {
+			return err
+		}
+		if info.conv != convInfer {
+			return mismatch(info, "array")
+		}
+		*out = String(d.str(s.b[start:s.i])) // e.g. a PostgreSQL array column
+		return nil
+	case 0:
+		return s.syntaxErr("unexpected end of input")
+	}
+	raw, isInt, err := s.num()
+	if err != nil {
+		return err
+	}
+	switch info.conv {
+	case convInfer:
+		if isInt {
+			if v, ok := parseIntLit(raw); ok {
+				*out = Int(v)
+				return nil
+			}
+		}
+		var ok bool
+		d.tbuf, d.dbuf, ok = appendPlainNumber(d.tbuf[:0], d.dbuf, raw)
+		if !ok {
+			return mismatch(info, "number with an exponent out of range")
+		}
+		*out = Decimal(d.str(d.tbuf))
+		return nil
+	case convInt:
+		v, ok := parseIntLit(raw)
+		if !isInt {
+			v, ok = d.integral(raw)
+		}
+		if !ok || v < info.min || v > info.max {
+			return mismatch(info, "number "+string(raw))
+		}
+		switch {
+		case info.mul > 1:
+			if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
+				return mismatch(info, "out-of-range number "+string(raw))
+			}
+			v *= info.mul
+		case info.div > 1:
+			q := v / info.div
+			if v%info.div < 0 {
+				q--
+			}
+			v = q
+		}
+		*out = Value{Kind: info.kind, Int: v}
+		return nil
+	case convFloat:
+		f, perr := strconv.ParseFloat(view(raw), 64)
+		if perr != nil && !math.IsInf(f, 0) {
+			return mismatch(info, "number "+string(raw))
+		}
+		*out = Float(f)
+		return nil
+	}
+	return mismatch(info, "number")
+}
+
+// integral parses a non-integer-literal number ("5.0", "1e3") whose value is
+// an integer.
+func (d *Decoder) integral(raw []byte) (int64, bool) {
+	var ok bool
+	d.tbuf, d.dbuf, ok = appendPlainNumber(d.tbuf[:0], d.dbuf, raw)
+	if !ok {
+		return 0, false
+	}
+	t := d.tbuf
+	for i, c := range t {
+		if c == '.' {
+			for _, z := range t[i+1:] {
+				if z != '0' {
+					return 0, false
+				}
+			}
+			t = t[:i]
+			break
+		}
+	}
+	return parseIntLit(t)
+}
+
+// stringValue decodes a JSON string per info.
+func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeError {
+	raw, esc, err := s.str()
+	if err != nil {
+		return err
+	}
+	if esc {
+		if d.sbuf, err = unescape(d.sbuf[:0], raw); err != nil {
+			return err
+		}
+		raw = d.sbuf
+	}
+	if string(raw) == UnavailableValue {
+		*out = Unavailable()
+		return nil
+	}
+	switch info.conv {
+	case convInfer, convString:
+		*out = String(d.str(raw))
+		return nil
+	case convZoned:
+		t, perr := time.Parse(time.RFC3339Nano, view(raw))
+		if perr != nil {
+			return mismatch(info, "unparsable timestamp "+strconv.Quote(string(raw)))
+		}
+		*out = Timestamp(t.UnixMicro())
+		return nil
+	case convBytes, convDecimal:
+		if string(raw) == unavailableBase64 {
+			*out = Unavailable()
+			return nil
+		}
+		b, ok := d.base64(raw)
+		if !ok {
+			return mismatch(info, "invalid base64")
+		}
+		if info.conv == convBytes {
+			*out = Value{Kind: KindBytes, Str: d.str(b)}
+			return nil
+		}
+		d.tbuf, d.dbuf = appendTwosComplementDecimal(d.tbuf[:0], d.dbuf, b, info.scale)
+		*out = Decimal(d.str(d.tbuf))
+		return nil
+	case convFloat:
+		switch string(raw) {
+		case "NaN":
+			*out = Float(math.NaN())
+			return nil
+		case "Infinity":
+			*out = Float(math.Inf(1))
+			return nil
+		case "-Infinity":
+			*out = Float(math.Inf(-1))
+			return nil
+		}
+	}
+	return mismatch(info, "string")
+}
+
+// base64 decodes standard base64 (padding optional) into d.bbuf.
+func (d *Decoder) base64(raw []byte) ([]byte, bool) {
+	enc := base64.StdEncoding
+	if len(raw)%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	n := enc.DecodedLen(len(raw))
+	if cap(d.bbuf) < n {
+		d.bbuf = make([]byte, n)
+	}
+	m, err := enc.Decode(d.bbuf[:n], raw)
+	if err != nil {
+		return nil, false
+	}
+	return d.bbuf[:m], true
+}
+
+// structValue decodes an object: a VariableScaleDecimal {"scale":n,
+// "value":base64}. Without a schema an object of exactly that shape is taken
+// as a VariableScaleDecimal too; any other object becomes its raw JSON text.
+func (d *Decoder) structValue(s *scanner, info *colInfo, out *Value) *DecodeError {
+	start := s.i
+	s.i++
+	scale, haveScale, haveValue, shape := 0, false, false, true
+	var b []byte
+	for first := true; ; {
+		k, done, err := s.nextKey(&first, &d.kbuf)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		switch {
+		case string(k) == "scale" && s.peek() != '"':
+			raw, isInt, err := s.num()
+			if err != nil {
+				return err
+			}
+			v, ok := parseIntLit(raw)
+			if !isInt || !ok || v > maxScale || v < -maxScale {
+				shape = false
+				break
+			}
+			scale, haveScale = int(v), true
+		case string(k) == "value" && s.peek() == '"':
+			raw, _, err := s.str()
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if b, ok = d.base64(raw); !ok {
+				shape = false
+			}
+			haveValue = true
+		default:
+			shape = false
+			if err := s.skip(); err != nil {
+				return err
+			}
+		}
+	}
+	if shape && haveScale && haveValue {
+		d.tbuf, d.dbuf = appendTwosComplementDecimal(d.tbuf[:0], d.dbuf, b, scale)
+		*out = Decimal(d.str(d.tbuf))
+		return nil
+	}
+	if info.conv == convInfer {
+		*out = String(d.str(s.b[start:s.i]))
+		return nil
+	}
+	return mismatch(info, "malformed VariableScaleDecimal")
+}
+
+// int64Field reads an integer or null (0).
+func (d *Decoder) int64Field(s *scanner) (int64, *DecodeError) {
+	switch c := s.peek(); {
+	case c == 'n':
+		return 0, s.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		raw, isInt, err := s.num()
+		if err != nil {
+			return 0, err
+		}
+		v, ok := parseIntLit(raw)
+		if !isInt {
+			v, ok = d.integral(raw)
+		}
+		if !ok {
+			return 0, &DecodeError{Kind: ErrTypeMismatch, Reason: "expected int64, got number " + string(raw), Offset: -1}
+		}
+		return v, nil
+	}
+	if err := s.skip(); err != nil {
+		return 0, err
+	}
+	return 0, &DecodeError{Kind: ErrTypeMismatch, Reason: "expected int64", Offset: -1}
+}
+
+// stringField reads a string or null (nil), unescaped.
+func (d *Decoder) stringField(s *scanner) ([]byte, *DecodeError) {
+	switch s.peek() {
+	case 'n':
+		return nil, s.literal("null")
+	case '"':
+		raw, esc, err := s.str()
+		if err != nil || !esc {
+			return raw, err
+		}
+		d.sbuf, err = unescape(d.sbuf[:0], raw)
+		return d.sbuf, err
+	}
+	if err := s.skip(); err != nil {
+		return nil, err
+	}
+	return nil, &DecodeError{Kind: ErrTypeMismatch, Reason: "expected string", Offset: -1}
+}
+
+// intern returns b as a string, reusing *slot when equal.
+func intern(slot *string, b []byte) string {
+	if *slot != string(b) {
+		*slot = string(b)
+	}
+	return *slot
+}
+
+// source decodes the envelope's source block at path.
+func (d *Decoder) source(s *scanner, src *Source, path string) *DecodeError {
+	if isNull, err := openObject(s, path); isNull || err != nil {
+		return err
+	}
+	for first := true; ; {
+		k, done, err := s.nextKey(&first, &d.kbuf)
+		if err != nil {
+			return at(err, path)
+		}
+		if done {
+			return nil
+		}
+		var ip *int64    // integer field
+		var sp *string   // string field
+		var slot *string // intern slot for sp
+		switch string(k) {
+		case "ts_ms":
+			ip = &src.TsMs
+		case "lsn":
+			ip = &src.LSN
+		case "txId":
+			ip = &src.TxID
+		case "pos":
+			ip = &src.Pos
+		case "row":
+			ip = &src.Row
+		case "db":
+			sp, slot = &src.DB, &d.lastDB
+		case "schema":
+			sp, slot = &src.Schema, &d.lastSchema
+		case "table":
+			sp, slot = &src.Table, &d.lastTable
+		case "file":
+			sp, slot = &src.File, &d.lastFile
+		case "gtid":
+			sp = &src.GTID
+		case "snapshot":
+			switch s.peek() {
+			case 't':
+				src.Snapshot, err = "true", s.literal("true")
+			case 'f':
+				src.Snapshot, err = "false", s.literal("false")
+			default:
+				sp, slot = &src.Snapshot, &d.lastSnapshot
+			}
+		case "sequence":
+			if s.peek() == '[' {
+				start := s.i
+				if err = s.skip(); err == nil {
+					src.Sequence = d.str(s.b[start:s.i])
+				}
+			} else {
+				sp = &src.Sequence
+			}
+		default:
+			err = s.skip()
+		}
+		switch {
+		case err != nil:
+		case ip != nil:
+			*ip, err = d.int64Field(s)
+		case sp != nil:
+			var b []byte
+			if b, err = d.stringField(s); err == nil {
+				if slot != nil {
+					*sp = intern(slot, b)
+				} else {
+					*sp = d.str(b)
+				}
+			}
+		}
+		if err != nil {
+			return at(err, path+"."+string(k))
+		}
+	}
+}
+
+// decodeKey decodes the record key into ev.Key. A key is schema-wrapped when
+// its first member is "schema"; it then must have a "payload" member.
+func (d *Decoder) decodeKey(key []byte, ev *Event) *DecodeError {
+	s := scanner{b: key}
+	switch s.peek() {
+	case 0:
+		return nil
+	case 'n':
+		if err := s.literal("null"); err != nil {
+			return at(err, "key")
+		}
+		if !s.atEnd() {
+			return at(s.syntaxErr("trailing data"), "key")
+		}
+		return nil
+	case '{':
+	default:
+		return malformed("key", "not a JSON object")
+	}
+	start := s.i
+	s.i++
+	first := true
+	k, done, err := s.nextKey(&first, &d.kbuf)
+	if err != nil {
+		return at(err, "key")
+	}
+	if done || string(k) != "schema" {
+		s.i = start
+		if err := d.image(&s, &ev.Key, nil, "key", false); err != nil {
+			return err
+		}
+	} else {
+		proj, err := d.schemaAt(&d.keys, &s, "key.schema", keyRow)
+		if err != nil {
+			return at(err, "key.schema")
+		}
+		payload := false
+		for {
+			k, done, err := s.nextKey(&first, &d.kbuf)
+			if err != nil {
+				return at(err, "key")
+			}
+			if done {
+				break
+			}
+			if string(k) == "payload" {
+				payload = true
+				err = d.image(&s, &ev.Key, proj, "key.payload", false)
+			} else {
+				err = s.skip()
+			}
+			if err != nil {
+				return at(err, "key")
+			}
+		}
+		if !payload {
+			return malformed("key.payload", "key schema without payload")
+		}
+	}
+	if !s.atEnd() {
+		return at(s.syntaxErr("trailing data"), "key")
+	}
+	return nil
+}

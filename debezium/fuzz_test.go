@@ -1,0 +1,43 @@
+package debezium
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzDecode: no input makes Decode panic, every error is a *DecodeError,
+// a successful decode sizes every row to the projection, and decoding the
+// same record again (through the schema cache) gives the same result.
+// Seeds: testdata/fuzz/FuzzDecode/ plus the cases below.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"id":1}`), []byte(`{"before":null,"after":{"id":1,"user_id":2,"v":"x"},"source":{"ts_ms":1,"sequence":"[\"1\",\"2\"]"},"op":"c","ts_ms":2}`))
+	f.Add([]byte(nil), []byte(`{"schema":null,"payload":null}`))
+	f.Add([]byte(`{"schema":{"type":"struct","fields":[{"type":"int64","field":"id"}]},"payload":{"id":1}}`),
+		[]byte(wrap(`{"after":{"id":1,"user_id":2,"v":{"scale":2,"value":"AeI6"}},"op":"u"}`,
+			field("id", "int64", "", ""), field("user_id", "int64", "io.debezium.time.NanoTimestamp", ""),
+			field("v", "struct", "io.debezium.data.VariableScaleDecimal", ""))))
+	cols := []string{"id", "user_id", "v"}
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		d := NewDecoder(cols, Options{MaxRecordBytes: 1 << 20})
+		var ev Event
+		ok, err := d.Decode(key, value, &ev)
+		first := render(cols, ok, err, &ev)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Kind == 0 {
+				t.Fatalf("error %T %v is not a classified *DecodeError", err, err)
+			}
+		} else if ok {
+			if len(ev.Before.Values) != len(cols) || len(ev.After.Values) != len(cols) || len(ev.Key.Values) != len(cols) {
+				t.Fatal("rows not sized to the projection")
+			}
+			if ev.Types != nil && len(ev.Types) != len(cols) {
+				t.Fatal("types not sized to the projection")
+			}
+		}
+		ok, err = d.Decode(key, value, &ev)
+		if again := render(cols, ok, err, &ev); again != first {
+			t.Fatalf("second decode differs:\n%s\nvs\n%s", again, first)
+		}
+	})
+}

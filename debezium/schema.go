@@ -1,0 +1,295 @@
+package debezium
+
+import (
+	"bytes"
+	"hash/maphash"
+	"strconv"
+)
+
+// Kafka Connect and Debezium logical type names the decoder understands.
+const (
+	logicalDecimal         = "org.apache.kafka.connect.data.Decimal"
+	logicalConnectDate     = "org.apache.kafka.connect.data.Date"
+	logicalConnectTime     = "org.apache.kafka.connect.data.Time"
+	logicalConnectTs       = "org.apache.kafka.connect.data.Timestamp"
+	logicalVarDecimal      = "io.debezium.data.VariableScaleDecimal"
+	logicalDate            = "io.debezium.time.Date"
+	logicalTime            = "io.debezium.time.Time"
+	logicalMicroTime       = "io.debezium.time.MicroTime"
+	logicalNanoTime        = "io.debezium.time.NanoTime"
+	logicalTimestamp       = "io.debezium.time.Timestamp"
+	logicalMicroTimestamp  = "io.debezium.time.MicroTimestamp"
+	logicalNanoTimestamp   = "io.debezium.time.NanoTimestamp"
+	logicalZonedTimestamp  = "io.debezium.time.ZonedTimestamp"
+	maxSchemaDepth         = 32
+	maxCachedSchemas       = 64
+	unavailableBase64      = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
+	schemaFieldAfter       = "after"
+	schemaFieldBefore      = "before"
+	schemaTypeStruct       = "struct"
+	schemaParamScale       = "scale"
+	schemaParamPrecision   = "connect.decimal.precision"
+	schemaErrNoRowStruct   = "schema has no struct field \"after\" or \"before\""
+	schemaErrBadDecimalArg = "bad Decimal scale parameter"
+)
+
+// conv says how a JSON value is turned into a Value.
+type conv uint8
+
+const (
+	convInfer      conv = iota // no schema: by JSON token
+	convInt                    // integer, optionally unit-converted (see colInfo)
+	convFloat                  // float32/float64
+	convBool                   // boolean
+	convString                 // string
+	convZoned                  // ISO-8601 string -> KindTimestamp
+	convBytes                  // base64 -> KindBytes
+	convDecimal                // base64 two's complement + fixed scale -> KindDecimal
+	convVarDecimal             // {"scale":n,"value":base64} -> KindDecimal
+	convRaw                    // struct/array/map: raw JSON text as KindString
+)
+
+// colInfo is the decoding recipe of one projected column.
+type colInfo struct {
+	conv  conv
+	kind  Kind  // result kind for convInt
+	mul   int64 // convInt: multiply by mul (ms -> µs), when > 1
+	div   int64 // convInt: floor-divide by div (ns -> µs), when > 1
+	min   int64 // convInt: accepted range
+	max   int64
+	scale int    // convDecimal
+	typ   string // Connect type, for error messages
+}
+
+// schemaNode is a parsed Kafka Connect schema (only the parts cdcjoin uses).
+type schemaNode struct {
+	typ      string
+	name     string
+	field    string
+	optional bool
+	params   map[string]string
+	fields   []*schemaNode
+}
+
+// parseSchema parses a Kafka Connect JSON schema at the scanner's position.
+func parseSchema(s *scanner, depth int) (*schemaNode, *DecodeError) {
+	if depth > maxSchemaDepth {
+		return nil, s.syntaxErr("schema nested too deeply")
+	}
+	n := &schemaNode{}
+	err := s.members(func(k []byte) (err *DecodeError) {
+		switch string(k) {
+		case "type":
+			n.typ, err = readSchemaString(s)
+		case "name":
+			n.name, err = readSchemaString(s)
+		case "field":
+			n.field, err = readSchemaString(s)
+		case "optional":
+			n.optional = s.peek() == 't'
+			err = s.skip()
+		case "parameters":
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			n.params = map[string]string{}
+			return s.members(func(k []byte) *DecodeError {
+				key := string(k)
+				v, err := readSchemaString(s)
+				n.params[key] = v
+				return err
+			})
+		case "fields":
+			if s.peek() != '[' {
+				return s.skip()
+			}
+			return s.elements(func() *DecodeError {
+				f, err := parseSchema(s, depth+1)
+				n.fields = append(n.fields, f)
+				return err
+			})
+		default:
+			err = s.skip()
+		}
+		return err
+	})
+	return n, err
+}
+
+// readSchemaString reads a string (or null as "").
+func readSchemaString(s *scanner) (string, *DecodeError) {
+	if s.peek() != '"' {
+		return "", s.skip()
+	}
+	raw, esc, err := s.str()
+	if err != nil {
+		return "", err
+	}
+	if esc {
+		raw, err = unescape(nil, raw)
+		if err != nil {
+			return "", err
+		}
+	}
+	return string(raw), nil
+}
+
+// fieldNamed returns n's struct field called name, or nil.
+func (n *schemaNode) fieldNamed(name string) *schemaNode {
+	for _, f := range n.fields {
+		if f.field == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// columnType derives a column's public type and decoding recipe.
+func columnType(n *schemaNode) (ColumnType, colInfo, *DecodeError) {
+	ct := ColumnType{Connect: n.typ, Logical: n.name, Optional: n.optional}
+	ci := colInfo{typ: n.typ}
+	intRange := func(bits uint) {
+		ci.conv, ci.kind = convInt, KindInt
+		ci.max = 1<<(bits-1) - 1
+		ci.min = -ci.max - 1
+	}
+	switch n.typ {
+	case "int8":
+		intRange(8)
+	case "int16":
+		intRange(16)
+	case "int32":
+		intRange(32)
+	case "int64":
+		intRange(64)
+	case "float32", "float64":
+		ci.conv, ct.Kind = convFloat, KindFloat
+	case "boolean":
+		ci.conv, ct.Kind = convBool, KindBool
+	case "string":
+		ci.conv, ct.Kind = convString, KindString
+	case "bytes":
+		ci.conv, ct.Kind = convBytes, KindBytes
+	default: // struct, array, map
+		ci.conv, ct.Kind = convRaw, KindString
+	}
+	if ci.conv == convInt {
+		switch n.name {
+		case logicalDate, logicalConnectDate:
+			ci.kind = KindDate
+		case logicalMicroTimestamp:
+			ci.kind = KindTimestamp
+		case logicalTimestamp, logicalConnectTs:
+			ci.kind, ci.mul = KindTimestamp, 1000
+		case logicalNanoTimestamp:
+			ci.kind, ci.div = KindTimestamp, 1000
+		case logicalMicroTime:
+			ci.kind = KindTime
+		case logicalTime, logicalConnectTime:
+			ci.kind, ci.mul = KindTime, 1000
+		case logicalNanoTime:
+			ci.kind, ci.div = KindTime, 1000
+		}
+		ct.Kind = ci.kind
+	}
+	switch {
+	case n.name == logicalZonedTimestamp && n.typ == "string":
+		ci.conv, ct.Kind = convZoned, KindTimestamp
+	case n.name == logicalDecimal && n.typ == "bytes":
+		sc, err := strconv.Atoi(n.params[schemaParamScale])
+		if err != nil || sc > maxScale || sc < -maxScale {
+			return ct, ci, &DecodeError{Kind: ErrMalformed, Reason: schemaErrBadDecimalArg, Offset: -1}
+		}
+		ci.conv, ci.scale, ct.Kind, ct.Scale = convDecimal, sc, KindDecimal, sc
+		ct.Precision, _ = strconv.Atoi(n.params[schemaParamPrecision])
+	case n.name == logicalVarDecimal && n.typ == schemaTypeStruct:
+		ci.conv, ct.Kind, ct.Scale = convVarDecimal, KindDecimal, -1
+	}
+	return ct, ci, nil
+}
+
+// projection is a parsed schema projected onto the decoder's columns.
+// types[i]/infos[i] describe column i; when the schema has no such field,
+// types[i] is zero and infos[i] decodes without a schema (convInfer).
+type projection struct {
+	raw   []byte // the schema block's bytes, the cache key
+	types []ColumnType
+	infos []colInfo
+}
+
+// buildProjection projects the struct st onto cols.
+func buildProjection(raw []byte, st *schemaNode, cols []string) (*projection, *DecodeError) {
+	p := &projection{
+		raw:   append([]byte(nil), raw...),
+		types: make([]ColumnType, len(cols)),
+		infos: make([]colInfo, len(cols)),
+	}
+	if st == nil {
+		return p, nil
+	}
+	for i, c := range cols {
+		f := st.fieldNamed(c)
+		if f == nil {
+			continue
+		}
+		ct, ci, err := columnType(f)
+		if err != nil {
+			err.Field = c
+			return nil, err
+		}
+		p.types[i], p.infos[i] = ct, ci
+	}
+	return p, nil
+}
+
+// schemaCache maps schema blocks (by their exact bytes) to projections.
+// Lookup first tries the most recently used schema as a byte prefix of the
+// input, which costs one memcmp and skips scanning the block; otherwise the
+// block is skipped, hashed and looked up. At most maxCachedSchemas entries are
+// kept; when full, the cache is emptied (schemas change rarely).
+type schemaCache struct {
+	seed  maphash.Seed
+	last  *projection
+	byKey map[uint64][]*projection
+	n     int
+}
+
+func newSchemaCache() schemaCache {
+	return schemaCache{seed: maphash.MakeSeed(), byKey: map[uint64][]*projection{}}
+}
+
+// lookup finds the schema at s's position (an object) and advances past it.
+// On a miss it returns p == nil with the block's bytes and hash: the caller
+// parses it and calls store.
+func (c *schemaCache) lookup(s *scanner) (p *projection, raw []byte, h uint64, err *DecodeError) {
+	if c.last != nil && bytes.HasPrefix(s.b[s.i:], c.last.raw) {
+		// A complete JSON object is self-delimiting: equal bytes are the
+		// same value, ending at the same place.
+		s.i += len(c.last.raw)
+		return c.last, nil, 0, nil
+	}
+	start := s.i
+	if err := s.skipNested(); err != nil {
+		return nil, nil, 0, err
+	}
+	raw = s.b[start:s.i]
+	h = maphash.Bytes(c.seed, raw)
+	for _, p := range c.byKey[h] {
+		if bytes.Equal(p.raw, raw) {
+			c.last = p
+			return p, raw, h, nil
+		}
+	}
+	return nil, raw, h, nil
+}
+
+// store adds p (whose raw bytes hash to h) and makes it the most recent.
+func (c *schemaCache) store(h uint64, p *projection) {
+	if c.n >= maxCachedSchemas {
+		clear(c.byKey)
+		c.n = 0
+	}
+	c.byKey[h] = append(c.byKey[h], p)
+	c.n++
+	c.last = p
+}
