@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/keyed"
+)
+
+func replayCommand() command {
+	c := command{
+		name:    "replay",
+		summary: "apply a file of Debezium records offline (backfill, checks, simplest benchmark)",
+		usage:   "--config FILE --input FILE [--changes FILE] [--final FILE] [--resume] [--clickhouse ADDR]",
+	}
+	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		fs := newFlags(&c, stderr, `
+Reads Kafka records of the parent and child Debezium topics, one per line, in
+consumption order:
+  {"topic":"dbserver1.public.users","partition":0,"offset":12,"key":{"id":1},"value":{…}}
+and applies them to the join state in state.dir. The emitted changes (upserts
+and retractions with versions) go to --changes and/or ClickHouse; --final
+writes the resulting join, one JSON object per row keyed by the select names,
+sorted by row key. Exits non-zero on a bad config or, under errors.policy stop,
+on the first bad record (naming its topic/partition/offset).`)
+		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required)")
+		input := fs.String("input", "", "input `file` of records, JSON lines; - for stdin (required)")
+		changes := fs.String("changes", "", "write every emitted change as a JSON line to `file` (- for stdout)")
+		final := fs.String("final", "", "write the final materialized join to `file` (- for stdout)")
+		resume := fs.Bool("resume", false, "continue from the state in state.dir, skipping records at or before its committed positions")
+		bad := fs.String("bad-records", "", "with errors.policy dlq: write bad records with their error to `file` (JSON lines)")
+		chAddr := fs.String("clickhouse", "", "also write changes to ClickHouse at `host:port` (native protocol); uses the config's clickhouse section")
+		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if *cfgPath == "" || *input == "" {
+			fs.Usage()
+			return fmt.Errorf("cdcjoin replay: --config and --input are required: %w", errUsage)
+		}
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		return runReplay(ctx, cfg, replayArgs{
+			input: *input, changes: *changes, final: *final, resume: *resume, bad: *bad,
+			clickhouse: *chAddr, quiet: *quiet,
+		}, stdout, stderr)
+	}
+	return c
+}
+
+type replayArgs struct {
+	input, changes, final, bad, clickhouse string
+	resume, quiet                          bool
+}
+
+// outFile opens path for writing ("-" is stdout); close flushes it.
+func outFile(path string, stdout io.Writer) (*bufio.Writer, func() error, error) {
+	if path == "-" {
+		w := bufio.NewWriterSize(stdout, 1<<20)
+		return w, w.Flush, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cdcjoin: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	return w, func() error {
+		if err := w.Flush(); err != nil {
+			f.Close()
+			return fmt.Errorf("cdcjoin: write %s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cdcjoin: close %s: %w", path, err)
+		}
+		return nil
+	}, nil
+}
+
+func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, stderr io.Writer) (retErr error) {
+	names := cfg.OutputNames()
+	var opts engine.Options
+	opts.Resume = a.resume
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if err := closers[i](); err != nil && retErr == nil {
+				retErr = err
+			}
+		}
+	}()
+	var emitters []keyed.Emit
+	var flushers []func(context.Context) error
+	if a.changes != "" {
+		w, closeFn, err := outFile(a.changes, stdout)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, closeFn)
+		var buf []byte
+		emitters = append(emitters, func(c *keyed.Change) error {
+			buf = c.AppendJSON(buf[:0], names)
+			buf = append(buf, '\n')
+			_, err := w.Write(buf)
+			return err
+		})
+		flushers = append(flushers, func(context.Context) error { return w.Flush() })
+	}
+	if a.clickhouse != "" {
+		emit, flush, closeFn, err := clickhouseEmitter(ctx, cfg, a.clickhouse)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, closeFn)
+		emitters = append(emitters, emit)
+		flushers = append(flushers, flush)
+	}
+	switch len(emitters) {
+	case 0:
+	case 1:
+		opts.Emit = emitters[0]
+	default:
+		opts.Emit = func(c *keyed.Change) error {
+			for _, e := range emitters {
+				if err := e(c); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if len(flushers) > 0 {
+		opts.Flush = func(ctx context.Context) error {
+			for _, f := range flushers {
+				if err := f(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		if a.bad == "" {
+			return fmt.Errorf("cdcjoin replay: errors.policy is dlq: pass --bad-records FILE to receive bad records: %w", errUsage)
+		}
+		w, closeFn, err := outFile(a.bad, stdout)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, closeFn)
+		var buf []byte
+		opts.OnBad = func(_ context.Context, b engine.BadRecord) error {
+			buf = appendBadRecord(buf[:0], b)
+			_, err := w.Write(buf)
+			return err
+		}
+	}
+
+	var in io.Reader = os.Stdin
+	if a.input != "-" {
+		f, err := os.Open(a.input)
+		if err != nil {
+			return fmt.Errorf("cdcjoin: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	eng, err := engine.Open(cfg, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := eng.Close(); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	start := time.Now()
+	lastReport := start
+	var n uint64
+	err = engine.ReadJSONL(in, a.input, func(r *engine.Record) error {
+		if err := eng.Process(ctx, r); err != nil {
+			return err
+		}
+		n++
+		if n&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("cdcjoin: replay interrupted after %d records (committed work is kept; rerun with --resume): %w", n, err)
+			}
+			if !a.quiet && time.Since(lastReport) >= 2*time.Second {
+				lastReport = time.Now()
+				el := time.Since(start).Seconds()
+				fmt.Fprintf(stderr, "cdcjoin replay: %d records, %.0f records/s\n", n, float64(n)/el)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Keep the work of complete batches; the partial batch is discarded.
+		return err
+	}
+	if err := eng.Commit(ctx); err != nil {
+		return err
+	}
+	st := eng.Stats()
+	if !a.quiet {
+		el := time.Since(start).Seconds()
+		fmt.Fprintf(stderr, "cdcjoin replay: done: %d records (%d events, %d tombstones, %d skipped, %d bad) in %.2fs, %.0f records/s; %d upserts, %d retractions, max fan-out %d\n",
+			st.Records, st.Events, st.Tombstones, st.Skipped, st.Bad, el, float64(st.Records)/el, st.Join.Upserts, st.Join.Retractions, st.Join.MaxFanOut)
+	}
+	if a.final != "" {
+		w, closeFn, err := outFile(a.final, stdout)
+		if err != nil {
+			return err
+		}
+		var buf []byte
+		err = eng.Final(func(_, _ []debezium.Value, vals []debezium.Value) error {
+			buf = keyed.AppendJSONObject(buf[:0], names, vals)
+			buf = append(buf, '\n')
+			_, err := w.Write(buf)
+			return err
+		})
+		if cerr := closeFn(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func appendBadRecord(dst []byte, b engine.BadRecord) []byte {
+	r := b.Record
+	dst = append(dst, `{"topic":`...)
+	dst = debezium.AppendJSONString(dst, r.Topic)
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, r.Offset, 10)
+	dst = append(dst, `,"error":`...)
+	dst = debezium.AppendJSONString(dst, b.Err.Error())
+	dst = append(dst, `,"key":`...)
+	dst = debezium.AppendJSONString(dst, string(r.Key))
+	dst = append(dst, `,"value":`...)
+	dst = debezium.AppendJSONString(dst, string(r.Value))
+	return append(dst, "}\n"...)
+}
