@@ -10,8 +10,8 @@ import (
 
 // Debezium identity written into every source block.
 const (
-	connectorVersion = "3.1.2.Final"
-	sourceDB         = "postgres"
+	connectorVersion = "3.6.1.Final"
+	sourceDB         = "shop"
 	// snapshotAllowed is the io.debezium.data.Enum of source.snapshot in 3.x.
 	snapshotAllowed = "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
 )
@@ -59,7 +59,7 @@ type pos struct {
 	txID, lsn  int64
 	lastCommit int64 // 0: null (no commit seen yet, e.g. in a snapshot)
 	tsUs       int64 // commit (or snapshot read) time
-	procUs     int64 // Debezium processing time: the envelope's ts_ms
+	procUs     int64 // Debezium processing time: the envelope's ts_ms (its ts_ns has sub-µs digits)
 	snapshot   string
 }
 
@@ -100,7 +100,7 @@ func newTableEnc(topic, defaultTable string, cols []column, pad *padText) *table
 		e.colPrefix = append(e.colPrefix, append(p, ':'))
 	}
 	// Key schema.
-	k := []byte(`{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}],"optional":false,"name":`)
+	k := []byte(`{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"default":0,"field":"id"}],"optional":false,"name":`)
 	k = appendJSONString(k, topic+".Key")
 	e.keySchema = append(k, `},"payload":`...)
 	// Value schema.
@@ -132,8 +132,10 @@ func newTableEnc(topic, defaultTable string, cols []column, pad *padText) *table
 		`{"type":"string","optional":false,"field":"table"},`+
 		`{"type":"int64","optional":true,"field":"txId"},`+
 		`{"type":"int64","optional":true,"field":"lsn"},`+
-		`{"type":"int64","optional":true,"field":"xmin"}],`+
-		`"optional":false,"name":"io.debezium.connector.postgresql.Source","field":"source"},`+
+		`{"type":"int64","optional":true,"field":"xmin"},`+
+		`{"type":"string","optional":true,"field":"origin"},`+
+		`{"type":"int64","optional":true,"field":"origin_lsn"}],`+
+		`"optional":false,"name":"io.debezium.connector.postgresql.Source","version":1,"field":"source"},`+
 		`{"type":"struct","fields":[`+
 		`{"type":"string","optional":false,"field":"id"},`+
 		`{"type":"int64","optional":false,"field":"total_order"},`+
@@ -161,18 +163,18 @@ func newTableEnc(topic, defaultTable string, cols []column, pad *padText) *table
 // key order: type, optional, name, version, parameters, field.
 func appendColumnSchema(b []byte, c column) []byte {
 	switch c.kind {
-	case colID:
+	case colID: // bigserial: NOT NULL with a default
+		b = append(b, `{"type":"int64","optional":false,"default":0`...)
+	case colUserID: // bigint NOT NULL
 		b = append(b, `{"type":"int64","optional":false`...)
-	case colUserID:
-		b = append(b, `{"type":"int64","optional":true`...)
 	case colBalance:
 		b = append(b, `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"12"}`...)
 	case colPrice:
 		b = append(b, `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"}`...)
 	case colCreatedZoned:
-		b = append(b, `{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1`...)
+		b = append(b, `{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"default":"1970-01-01T00:00:00.000000Z"`...)
 	case colCreatedMicro:
-		b = append(b, `{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1`...)
+		b = append(b, `{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"default":0`...)
 	default:
 		b = append(b, `{"type":"string","optional":true`...)
 	}
@@ -239,7 +241,12 @@ func (e *tableEnc) appendImage(b []byte, img *image, toast []bool) []byte {
 			continue
 		}
 		if img.keyOnly && c.kind != colID {
-			b = append(b, "null"...)
+			// Debezium fills NOT NULL non-key columns with their zero value.
+			if c.kind == colUserID {
+				b = append(b, '0')
+			} else {
+				b = append(b, "null"...)
+			}
 			continue
 		}
 		switch c.kind {
@@ -259,7 +266,7 @@ func (e *tableEnc) appendImage(b []byte, img *image, toast []bool) []byte {
 			b = appendDecimalBase64(b, userBalance(img.id, img.b))
 		case colCreatedZoned:
 			b = append(b, '"')
-			b = time.UnixMicro(userCreatedAt(img.id, img.b)).UTC().AppendFormat(b, "2006-01-02T15:04:05.999999Z")
+			b = time.UnixMicro(userCreatedAt(img.id, img.b)).UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z")
 			b = append(b, '"')
 		case colCreatedMicro:
 			b = strconv.AppendInt(b, userCreatedAt(img.id, img.b), 10)
@@ -347,14 +354,14 @@ func (e *tableEnc) appendValue(b []byte, schemaOn bool, op byte, before, after *
 	b = strconv.AppendInt(b, p.txID, 10)
 	b = append(b, `,"lsn":`...)
 	b = strconv.AppendInt(b, p.lsn, 10)
-	b = append(b, `,"xmin":null},"transaction":null,"op":"`...)
+	b = append(b, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"`...)
 	b = append(b, op)
 	b = append(b, `","ts_ms":`...)
 	b = strconv.AppendInt(b, p.procUs/1000, 10)
 	b = append(b, `,"ts_us":`...)
 	b = strconv.AppendInt(b, p.procUs, 10)
 	b = append(b, `,"ts_ns":`...)
-	b = strconv.AppendInt(b, p.procUs*1000, 10)
+	b = strconv.AppendInt(b, p.procUs*1000+int64(mix(uint64(p.procUs), 0, 0)%10)*100, 10)
 	b = append(b, '}')
 	if schemaOn {
 		b = append(b, '}')

@@ -432,7 +432,12 @@ func (g *Generator) beginOp() {
 		g.txLeft = 1 + g.rng.IntN(g.o.MaxTxOps)
 		g.txOps = 0
 		g.clockUs += 1 + int64(g.rng.IntN(3000))
-		base := (g.lsnHigh/8 + 1) * 8
+		// The first change follows the previous commit record (whose end
+		// is source.sequence[0]), sometimes after unrelated WAL.
+		base := g.lsnHigh + 8*int64(g.rng.IntN(2))
+		if g.lastCommit == 0 {
+			base += 96 // after the snapshot's position
+		}
 		if g.prevTxFirstLSN > g.snapLSN+64 && g.o.LSNInterleave > 0 && g.rng.Float64() < g.o.LSNInterleave {
 			// Started before the previous transaction committed.
 			base = g.prevTxFirstLSN - 8*int64(1+g.rng.IntN(4)) + 4
