@@ -298,7 +298,7 @@ func TestCheckpointsMatchDB(t *testing.T) {
 		name string
 		edit func(*Options)
 	}{
-		{"default", func(*Options) {}},
+		{"default", func(o *Options) { o.Ops = 10000 }},
 		{"one-partition-bursty-micro", func(o *Options) {
 			o.Partitions, o.Interleave, o.CreatedAt, o.SchemaMode = 1, InterleaveBursty, MicroTimestamp, SchemaOff
 		}},
@@ -306,7 +306,7 @@ func TestCheckpointsMatchDB(t *testing.T) {
 			o.DomainsIdentity, o.Interleave, o.SchemaMode, o.Partitions, o.Ops = ReplicaFull, InterleaveChildFirst, SchemaOn, 4, 6000
 		}},
 		{"default-identity-skewed", func(o *Options) {
-			o.UsersIdentity, o.ParentSkew, o.Ops = ReplicaDefault, 1.3, 5000
+			o.UsersIdentity, o.ParentSkew, o.Ops, o.IDBase = ReplicaDefault, 1.3, 5000, 1<<40
 		}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {

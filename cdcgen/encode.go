@@ -74,6 +74,7 @@ type tableEnc struct {
 	srcHead    []byte // `{"version":…,"name":"<server>","ts_ms":`
 	srcTail    []byte // `,"schema":"<schema>","table":"<table>","txId":`
 	pad        *padText
+	idBase     int64 // added to every key and foreign key value
 	keyScratch []byte
 }
 
@@ -251,9 +252,9 @@ func (e *tableEnc) appendImage(b []byte, img *image, toast []bool) []byte {
 		}
 		switch c.kind {
 		case colID:
-			b = strconv.AppendInt(b, img.id, 10)
+			b = strconv.AppendInt(b, img.id+e.idBase, 10)
 		case colUserID:
-			b = strconv.AppendInt(b, img.user, 10)
+			b = strconv.AppendInt(b, img.user+e.idBase, 10)
 		case colFirst:
 			b = appendJSONString(b, firstNames[userFirst(img.id, img.a)])
 		case colLast:
@@ -290,13 +291,13 @@ func (e *tableEnc) appendImage(b []byte, img *image, toast []bool) []byte {
 	return append(b, '}')
 }
 
-// appendKey writes the record key of row id.
+// appendKey writes the record key of row id (a generator-local id).
 func (e *tableEnc) appendKey(b []byte, schemaOn bool, id int64) []byte {
 	if schemaOn {
 		b = append(b, e.keySchema...)
 	}
 	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, id, 10)
+	b = strconv.AppendInt(b, id+e.idBase, 10)
 	b = append(b, '}')
 	if schemaOn {
 		b = append(b, '}')

@@ -174,6 +174,7 @@ func NewGenerator(opts Options) (*Generator, error) {
 	pad := newPadText(o.PadBytes, g.rng.Uint64)
 	g.tables[0] = newTableEnc(o.ParentTopic, "users", usersColumns(o.CreatedAt, o.UserPads), pad)
 	g.tables[1] = newTableEnc(o.ChildTopic, "domains", domainsColumns(o.DomainPads), pad)
+	g.tables[0].idBase, g.tables[1].idBase = o.IDBase, o.IDBase
 	n := len(g.tables[0].cols)
 	if m := len(g.tables[1].cols); m > n {
 		n = m
@@ -193,7 +194,7 @@ func (g *Generator) Stats() Stats { return g.stats }
 // Tables renders the DB state after the last operation generated so far.
 // It matches the consumed records only when the last record returned by Next
 // had Checkpoint set. It allocates the whole state: for tests.
-func (g *Generator) Tables() Tables { return g.st.tables() }
+func (g *Generator) Tables() Tables { return g.st.tables(g.o.IDBase) }
 
 // Next returns the next record in consumption order; ok is false when the
 // history is complete. The record's Key and Value are only valid until the

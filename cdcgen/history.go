@@ -59,5 +59,5 @@ func (h *History) TablesAt(i int) (Tables, error) {
 	if i < 0 || i >= len(h.Checkpoints) {
 		return Tables{}, fmt.Errorf("cdcjoin: cdcgen: checkpoint %d out of range [0,%d)", i, len(h.Checkpoints))
 	}
-	return replay(h.log[:h.Checkpoints[i].mutations]), nil
+	return replay(h.log[:h.Checkpoints[i].mutations], h.Options.IDBase), nil
 }

@@ -271,14 +271,14 @@ func (s *state) putDomain(id int64, ver uint32, user int64) {
 	s.domains.add(id)
 }
 
-// tables renders the current state.
-func (s *state) tables() Tables {
+// tables renders the current state, ids shifted by base.
+func (s *state) tables(base int64) Tables {
 	t := Tables{Users: make(map[int64]User, len(s.users.ids)), Domains: make(map[int64]Domain, len(s.domains.ids))}
 	for _, id := range s.users.ids {
-		t.Users[id] = renderUser(id, s.uSel[id], s.uUns[id])
+		putUserRow(t, base, renderUser(id, s.uSel[id], s.uUns[id]))
 	}
 	for _, id := range s.domains.ids {
-		t.Domains[id] = renderDomain(id, s.dVer[id], s.dUser[id])
+		putDomainRow(t, base, renderDomain(id, s.dVer[id], s.dUser[id]))
 	}
 	return t
 }
@@ -302,19 +302,19 @@ const (
 	mutTruncDomains
 )
 
-// replay applies log to empty tables.
-func replay(log []mutation) Tables {
+// replay applies log to empty tables, ids shifted by base.
+func replay(log []mutation, base int64) Tables {
 	t := Tables{Users: map[int64]User{}, Domains: map[int64]Domain{}}
 	for _, m := range log {
 		switch m.kind {
 		case mutPutUser:
-			t.Users[m.id] = renderUser(m.id, m.a, m.b)
+			putUserRow(t, base, renderUser(m.id, m.a, m.b))
 		case mutDelUser:
-			delete(t.Users, m.id)
+			delete(t.Users, m.id+base)
 		case mutPutDomain:
-			t.Domains[m.id] = renderDomain(m.id, m.a, m.user)
+			putDomainRow(t, base, renderDomain(m.id, m.a, m.user))
 		case mutDelDomain:
-			delete(t.Domains, m.id)
+			delete(t.Domains, m.id+base)
 		case mutTruncUsers:
 			clear(t.Users)
 		case mutTruncDomains:
@@ -322,4 +322,17 @@ func replay(log []mutation) Tables {
 		}
 	}
 	return t
+}
+
+// putUserRow and putDomainRow store a rendered row (generator-local ids)
+// under its global ids.
+func putUserRow(t Tables, base int64, u User) {
+	u.ID += base
+	t.Users[u.ID] = u
+}
+
+func putDomainRow(t Tables, base int64, d Domain) {
+	d.ID += base
+	d.UserID += base
+	t.Domains[d.ID] = d
 }

@@ -183,6 +183,12 @@ type Options struct {
 	// user of user updates) from a Zipf(ParentSkew) over user ids, so low ids
 	// become hot parents. 0 means uniform over live users.
 	ParentSkew float64
+	// IDBase (>= 0) is added to every id and user_id value, so generators
+	// with different seeds and IDBase values far apart (e.g. i<<40) produce
+	// disjoint rows and can run in parallel; the union of their histories is
+	// a valid history (each keeps its own partition offsets, though: merge
+	// them through a real producer, not by concatenation).
+	IDBase int64
 }
 
 // DefaultOptions returns the options used by correctness tests: 20,000
@@ -288,6 +294,9 @@ func (o Options) validate() error {
 	}
 	if o.PadBytes < 0 || o.PadBytes > 4096 {
 		bad("PadBytes must be in 0..4096 (got %d)", o.PadBytes)
+	}
+	if o.IDBase < 0 || o.IDBase > 1<<62 {
+		bad("IDBase must be in 0..2^62 (got %d)", o.IDBase)
 	}
 	if o.ParentSkew != 0 && !(o.ParentSkew > 1) {
 		bad("ParentSkew must be 0 (uniform) or > 1 (got %v)", o.ParentSkew)
