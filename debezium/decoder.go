@@ -407,7 +407,16 @@ func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, ful
 	row.Present = true
 	seen := d.seen
 	clear(seen)
+	found := 0
 	for first := true; ; {
+		if found == len(seen) {
+			// Every projected column is in: skip the rest unparsed (a
+			// later duplicate member is ignored).
+			if err := s.skipOpen(1); err != nil {
+				return at(err, path)
+			}
+			return nil
+		}
 		k, done, err := s.nextKey(&first, &d.kbuf)
 		if err != nil {
 			return at(err, path)
@@ -429,7 +438,10 @@ func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, ful
 		if err := d.value(s, info, &row.Values[j]); err != nil {
 			return at(err, path+"."+d.cols[j])
 		}
-		seen[j] = true
+		if !seen[j] {
+			seen[j] = true
+			found++
+		}
 	}
 	if full {
 		for j, ok := range seen {
@@ -643,9 +655,7 @@ func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 			*out = Value{Kind: KindBytes, Str: d.str(b)}
 			return nil
 		}
-		d.tbuf, d.dbuf = appendTwosComplementDecimal(d.tbuf[:0], d.dbuf, b, info.scale)
-		*out = Decimal(d.str(d.tbuf))
-		return nil
+		return d.decimal(b, info.scale, info, out)
 	case convFloat:
 		switch string(raw) {
 		case "NaN":
@@ -660,6 +670,21 @@ func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 		}
 	}
 	return mismatch(info, "string")
+}
+
+// maxDecimalBytes bounds a decimal's unscaled value (PostgreSQL's numeric
+// has at most 147455 digits, about 61 KiB): converting a longer one to text
+// would cost seconds.
+const maxDecimalBytes = 64 << 10
+
+// decimal sets *out to the decimal with unscaled two's complement b.
+func (d *Decoder) decimal(b []byte, scale int, info *colInfo, out *Value) *DecodeError {
+	if len(b) > maxDecimalBytes {
+		return mismatch(info, "decimal of "+strconv.Itoa(len(b))+" bytes")
+	}
+	d.tbuf, d.dbuf = appendTwosComplementDecimal(d.tbuf[:0], d.dbuf, b, scale)
+	*out = Decimal(d.str(d.tbuf))
+	return nil
 }
 
 // base64 decodes standard base64 (padding optional) into d.bbuf.
@@ -725,9 +750,7 @@ func (d *Decoder) structValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 		}
 	}
 	if shape && haveScale && haveValue {
-		d.tbuf, d.dbuf = appendTwosComplementDecimal(d.tbuf[:0], d.dbuf, b, scale)
-		*out = Decimal(d.str(d.tbuf))
-		return nil
+		return d.decimal(b, scale, info, out)
 	}
 	if info.conv == convInfer {
 		*out = String(d.str(s.b[start:s.i]))

@@ -484,3 +484,15 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations per decode", n)
 	}
 }
+
+// TestDecimalTooLarge: a decimal beyond PostgreSQL's numeric range is
+// refused instead of costing seconds of conversion.
+func TestDecimalTooLarge(t *testing.T) {
+	big := strings.Repeat("AAAA", (maxDecimalBytes/3)+10)
+	value := wrap(`{"after":{"v":"`+big+`"},"op":"c"}`, field("v", "bytes", "org.apache.kafka.connect.data.Decimal", `{"scale":"0"}`))
+	_, err := decodeOne(t, []string{"v"}, "", value)
+	var de *DecodeError
+	if !errors.As(err, &de) || de.Kind != ErrTypeMismatch || de.Field != "payload.after.v" {
+		t.Fatalf("got %v", err)
+	}
+}

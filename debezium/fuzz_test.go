@@ -2,6 +2,7 @@ package debezium
 
 import (
 	"errors"
+	"time"
 	"testing"
 )
 
@@ -20,6 +21,8 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		d := NewDecoder(cols, Options{MaxRecordBytes: 1 << 20})
 		var ev Event
+		tm := time.AfterFunc(5*time.Second, func() { panic("HANG") })
+		defer tm.Stop()
 		ok, err := d.Decode(key, value, &ev)
 		first := render(cols, ok, err, &ev)
 		if err != nil {
