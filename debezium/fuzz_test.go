@@ -2,8 +2,8 @@ package debezium
 
 import (
 	"errors"
-	"time"
 	"testing"
+	"time"
 )
 
 // FuzzDecode: no input makes Decode panic, every error is a *DecodeError,
