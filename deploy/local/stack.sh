@@ -15,7 +15,8 @@
 #   status   status of each component; exit 1 when one is down
 #
 # Environment: STACK_CONNECTOR (deploy/local/debezium-postgres.json; empty =
-# do not register), plus each script's own variables.
+# do not register), STACK_CLICKHOUSE (1; 0 = leave ClickHouse alone), plus
+# each script's own variables.
 set -euo pipefail
 SCRIPT=stack.sh
 # shellcheck source=lib.sh
@@ -24,7 +25,7 @@ SCRIPT=stack.sh
 CONNECTOR="${STACK_CONNECTOR-$LOCAL_DIR/debezium-postgres.json}"
 ENV_FILE="$RUN_ROOT/env"
 HAVE_CH=false
-[ -x "$LOCAL_DIR/clickhouse.sh" ] && HAVE_CH=true
+if [ "${STACK_CLICKHOUSE:-1}" != 0 ] && [ -x "$LOCAL_DIR/clickhouse.sh" ]; then HAVE_CH=true; fi
 
 cmd_install() {
 	local t0=$SECONDS
