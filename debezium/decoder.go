@@ -3,6 +3,7 @@ package debezium
 import (
 	"encoding/base64"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -56,10 +57,11 @@ const (
 )
 
 // NewDecoder returns a decoder projecting before/after/key to columns (in
-// that order). columns must not be modified afterwards.
+// that order). Column names should be distinct: of duplicates only the first
+// is filled (and an `after` image then always misses the others).
 func NewDecoder(columns []string, opts Options) *Decoder {
 	d := &Decoder{
-		cols: columns,
+		cols: slices.Clone(columns),
 		opts: opts,
 		vals: newSchemaCache(),
 		keys: newSchemaCache(),
@@ -161,7 +163,7 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 		return true, nil
 	case 'n':
 		if err := s.literal("null"); err != nil {
-			return false, err
+			return false, at(err, "value")
 		}
 		if !s.atEnd() {
 			return false, at(s.syntaxErr("trailing data"), "value")

@@ -1,6 +1,8 @@
 package debezium
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -204,9 +206,7 @@ func (s *scanner) str() (raw []byte, esc bool, err *DecodeError) {
 	b := s.b
 	j := s.i + 1
 	for {
-		for j+4 <= len(b) && !strStop[b[j]] && !strStop[b[j+1]] && !strStop[b[j+2]] && !strStop[b[j+3]] {
-			j += 4
-		}
+		j = skipPlainString(b, j)
 		for j < len(b) && !strStop[b[j]] {
 			j++
 		}
@@ -338,9 +338,7 @@ func (s *scanner) skipOpen(depth int) *DecodeError {
 	base := depth
 	j := s.i
 	for {
-		for j+4 <= len(b) && !structural[b[j]] && !structural[b[j+1]] && !structural[b[j+2]] && !structural[b[j+3]] {
-			j += 4
-		}
+		j = skipNonStructural(b, j)
 		for j < len(b) && !structural[b[j]] {
 			j++
 		}
@@ -484,4 +482,46 @@ func parseIntLit(b []byte) (int64, bool) {
 		return 0, false
 	}
 	return int64(u), true
+}
+
+// SWAR (SIMD within a register) helpers: test eight bytes at a time.
+const (
+	swarLo = 0x0101010101010101
+	swarHi = 0x8080808080808080
+)
+
+// swarZero has the high bit set in (at least) the lowest zero byte of x;
+// bits above the lowest match may be spurious, so only the lowest is used.
+func swarZero(x uint64) uint64 { return (x - swarLo) & ^x & swarHi }
+
+// swarLess20 marks bytes below 0x20 (lowest match exact).
+func swarLess20(x uint64) uint64 { return (x - swarLo*0x20) & ^x & swarHi }
+
+// skipPlainString advances j over string bytes that are not '"', '\\' or
+// control characters, eight at a time; the caller finishes byte by byte.
+func skipPlainString(b []byte, j int) int {
+	for j+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[j:])
+		m := swarZero(x^(swarLo*'"')) | swarZero(x^(swarLo*'\\')) | swarLess20(x)
+		if m != 0 {
+			return j + bits.TrailingZeros64(m)/8
+		}
+		j += 8
+	}
+	return j
+}
+
+// skipNonStructural advances j over bytes that are none of '"', '{', '}',
+// '[', ']', eight at a time ('[' | 0x20 == '{', ']' | 0x20 == '}').
+func skipNonStructural(b []byte, j int) int {
+	for j+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[j:])
+		y := x | swarLo*0x20
+		m := swarZero(x^(swarLo*'"')) | swarZero(y^(swarLo*'{')) | swarZero(y^(swarLo*'}'))
+		if m != 0 {
+			return j + bits.TrailingZeros64(m)/8
+		}
+		j += 8
+	}
+	return j
 }
