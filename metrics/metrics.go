@@ -1,0 +1,170 @@
+// Package metrics holds cdcjoin's Prometheus collectors and the HTTP server
+// that exposes them (/metrics) with liveness (/healthz) and readiness
+// (/readyz) probes.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the runtime's collectors. All are safe for concurrent use.
+// Names follow component_event_unit.
+type Metrics struct {
+	// EventsConsumed counts source records decoded by the keying stage, by
+	// topic and Debezium op ("tombstone" for tombstones).
+	EventsConsumed *prometheus.CounterVec
+	// KeyedRecords counts keyed records produced, by kind.
+	KeyedRecords *prometheus.CounterVec
+	// ConsumerLag is the join stage's lag per keyed partition (high
+	// watermark minus next offset), as of its last fetch.
+	ConsumerLag *prometheus.GaugeVec
+	// Changes counts emitted changes by op (upsert, retract).
+	Changes *prometheus.CounterVec
+	// FanOut observes the changes caused by one keyed input.
+	FanOut prometheus.Histogram
+	// StateBytes is the estimated on-disk size of each partition's state.
+	StateBytes *prometheus.GaugeVec
+	// StateRebuilt counts keyed records applied while rebuilding a moved
+	// partition's state (nothing emitted).
+	StateRebuilt prometheus.Counter
+	// SinkBatchChanges observes the changes per sink flush.
+	SinkBatchChanges prometheus.Histogram
+	// SinkFlushSeconds observes the sink's Flush latency.
+	SinkFlushSeconds prometheus.Histogram
+	// Errors counts errors by stage and kind (decode error kinds, key,
+	// sink, kafka, …).
+	Errors *prometheus.CounterVec
+	// DeadLettered counts records sent to the dead-letter topic, by stage.
+	DeadLettered *prometheus.CounterVec
+	// OwnedPartitions is the number of keyed partitions this instance joins.
+	OwnedPartitions prometheus.Gauge
+}
+
+// New creates the collectors and registers them with reg (nil: not
+// registered, useful in tests). Registering twice in one registry fails.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		EventsConsumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_keying_events_total", Help: "Source records consumed by the keying stage, by topic and op.",
+		}, []string{"topic", "op"}),
+		KeyedRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_keying_records_produced_total", Help: "Keyed records produced, by kind.",
+		}, []string{"kind"}),
+		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cdcjoin_join_consumer_lag_records", Help: "Join stage lag per keyed partition.",
+		}, []string{"partition"}),
+		Changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_join_changes_total", Help: "Changes emitted by the join, by op.",
+		}, []string{"op"}),
+		FanOut: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cdcjoin_join_fanout_changes", Help: "Changes caused by one keyed input.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		StateBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cdcjoin_state_bytes", Help: "Estimated on-disk bytes of a partition's join state.",
+		}, []string{"partition"}),
+		StateRebuilt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cdcjoin_state_rebuild_records_total", Help: "Keyed records applied without emitting while rebuilding moved state.",
+		}),
+		SinkBatchChanges: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cdcjoin_sink_batch_changes", Help: "Changes per sink flush.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		SinkFlushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cdcjoin_sink_flush_seconds", Help: "Sink flush latency.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_errors_total", Help: "Errors by stage and kind.",
+		}, []string{"stage", "kind"}),
+		DeadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_dlq_records_total", Help: "Records written to the dead-letter topic, by stage.",
+		}, []string{"stage"}),
+		OwnedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cdcjoin_join_owned_partitions", Help: "Keyed partitions joined by this instance.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.Changes,
+			m.FanOut, m.StateBytes, m.StateRebuilt, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
+			m.DeadLettered, m.OwnedPartitions} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("cdcjoin: metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// Readiness is a flag the runtime sets once it serves traffic. The zero
+// value is not ready. Safe for concurrent use.
+type Readiness struct{ ready atomic.Bool }
+
+// Set sets the flag.
+func (r *Readiness) Set(ready bool) { r.ready.Store(ready) }
+
+// Ready reports the flag.
+func (r *Readiness) Ready() bool { return r.ready.Load() }
+
+// Server serves /metrics from g, /healthz (always 200 while running) and
+// /readyz (200 when ready.Ready(), else 503).
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen binds addr (host:port; port 0 picks one) and returns a server not
+// yet serving.
+func Listen(addr string, g prometheus.Gatherer, ready *Readiness) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: metrics: listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil && ready.Ready() {
+			w.Write([]byte("ready\n"))
+			return
+		}
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+	})
+	return &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Serve serves until ctx is done, then shuts down (waiting up to 5s for
+// in-flight requests) and returns nil; other errors are returned.
+func (s *Server) Serve(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("cdcjoin: metrics: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if serr := <-done; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("cdcjoin: metrics: shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/runtime"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const jobYAML = `name: %s
+parent: {topic: dbserver1.public.users, key: id}
+child:  {topic: dbserver1.public.domains, key: id, parent_key: user_id}
+join: %s
+select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
+state: {dir: %s, sync: false, batch_events: %d}
+errors: {policy: %s%s}
+kafka:
+  brokers: [%s]
+  instance_id: %s
+  session_timeout: 6s
+  commit_interval: 100ms
+  transaction_timeout: 10s
+`
+
+type jobOpts struct {
+	name, join, policy, dlq, brokers, instance string
+	stateDir                                   string
+	batch                                      int
+}
+
+func jobConfig(t testing.TB, o jobOpts) *config.Config {
+	t.Helper()
+	if o.name == "" {
+		o.name = "user_domains"
+	}
+	if o.join == "" {
+		o.join = "inner"
+	}
+	if o.policy == "" {
+		o.policy = "stop"
+	}
+	if o.batch == 0 {
+		o.batch = 500
+	}
+	if o.instance == "" {
+		o.instance = "i0"
+	}
+	dlq := ""
+	if o.dlq != "" {
+		dlq = ", dlq_topic: " + o.dlq
+	}
+	y := fmt.Sprintf(jobYAML, o.name, o.join, o.stateDir, o.batch, o.policy, dlq, o.brokers, o.instance)
+	cfg, err := config.Parse([]byte(y), "test.yaml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// newCluster starts kfake with the source topics.
+func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{
+		kfake.NumBrokers(3),
+		kfake.SeedTopics(partitions, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
+		kfake.GroupMinSessionTimeout(time.Second),
+	}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// produce writes records to their topic/partition in order.
+func produce(t testing.TB, brokers []string, recs []cdcgen.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(100000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var first error
+	for i := range recs {
+		r := &recs[i]
+		cl.Produce(ctx, &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value,
+			Timestamp: time.UnixMilli(r.TsMs)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if first != nil {
+		t.Fatalf("produce: %v", first)
+	}
+}
+
+// model is a sink that applies flushed changes to a ReplacingMergeTree
+// model (writes not followed by a flush are lost, like an unacknowledged
+// batch). Safe for concurrent use; shareable between Runs.
+type model struct {
+	mu      sync.Mutex
+	pending map[*modelSink][]keyed.Change
+	rmt     *cdcgen.ReplacingMergeTree
+	err     error
+	changes int
+	// failAfter, when > 0, makes the Flush that brings the flushed
+	// changes to at least failAfter fail (after applying them when
+	// failApplied): a crash after the insert and before the commit.
+	failAfter   int
+	failApplied bool
+}
+
+func newModel() *model {
+	return &model{pending: map[*modelSink][]keyed.Change{}, rmt: cdcgen.NewReplacingMergeTree()}
+}
+
+type modelSink struct{ m *model }
+
+func (m *model) sink() *modelSink { return &modelSink{m} }
+
+var errInjected = errors.New("injected sink failure")
+
+func (s *modelSink) Write(_ context.Context, cs []keyed.Change) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	for _, c := range cs {
+		s.m.pending[s] = append(s.m.pending[s], cloneChange(c))
+	}
+	return nil
+}
+
+func (s *modelSink) Flush(context.Context) error {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := m.pending[s]
+	delete(m.pending, s)
+	fail := m.failAfter > 0 && m.changes+len(cs) >= m.failAfter
+	if fail && !m.failApplied {
+		m.failAfter = 0
+		return errInjected
+	}
+	for _, c := range cs {
+		m.apply(c)
+	}
+	if fail {
+		m.failAfter = 0
+		return errInjected
+	}
+	return nil
+}
+
+func (s *modelSink) Close() error {
+	s.m.mu.Lock()
+	delete(s.m.pending, s)
+	s.m.mu.Unlock()
+	return nil
+}
+
+func (m *model) apply(c keyed.Change) {
+	m.changes++
+	key := cdcgen.RowKey{Parent: keyText(c.ParentKey)}
+	if c.ChildKey == nil {
+		key.Padded = true
+	} else {
+		key.Child = keyText(c.ChildKey)
+	}
+	vals := make([]string, len(c.Values))
+	for i, v := range c.Values {
+		if v.IsNull() {
+			vals[i] = cdcgen.Null
+		} else {
+			vals[i] = v.Text()
+		}
+	}
+	if err := m.rmt.Apply(key, c.Version, c.Op == keyed.Retract, vals); err != nil && m.err == nil {
+		m.err = err
+	}
+}
+
+func keyText(vs []debezium.Value) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.Text()
+	}
+	return strings.Join(parts, ",")
+}
+
+func cloneChange(c keyed.Change) keyed.Change {
+	cp := c
+	cp.ParentKey = append([]debezium.Value(nil), c.ParentKey...)
+	if c.ChildKey != nil {
+		cp.ChildKey = append([]debezium.Value(nil), c.ChildKey...)
+	}
+	cp.Values = append([]debezium.Value(nil), c.Values...)
+	cp.Prev = nil
+	return cp
+}
+
+func (m *model) live() ([]cdcgen.JoinedRow, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rmt.Live(), m.err
+}
+
+// waitEqual waits until the model shows want (or the timeout passes) and
+// returns the last diff ("" when equal).
+func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, runErr <-chan error) (string, error) {
+	deadline := time.Now().Add(timeout)
+	var diff string
+	for {
+		got, err := m.live()
+		if err != nil {
+			return "", err
+		}
+		if diff = cdcgen.Diff(want, got, 10); diff == "" {
+			return "", nil
+		}
+		select {
+		case err := <-runErr:
+			return diff, fmt.Errorf("run stopped early: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return diff, nil
+		}
+	}
+}
+
+// instance is one running runtime.Run.
+type instance struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t testing.TB, cfg *config.Config, s *modelSink, extra ...kgo.Opt) *instance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{cancel: cancel, done: make(chan error, 1)}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	go func() {
+		in.done <- runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
+	}()
+	return in
+}
+
+// stop cancels the instance and returns Run's error.
+func (in *instance) stop(t testing.TB) error {
+	t.Helper()
+	in.cancel()
+	select {
+	case err := <-in.done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return within 60s of cancel")
+		return nil
+	}
+}
+
+func oracle(h *cdcgen.History, left bool) []cdcgen.JoinedRow {
+	return cdcgen.Join(h.Final.Users, h.Final.Domains, left)
+}
+
+func brokersOf(c *kfake.Cluster) string { return strings.Join(c.ListenAddrs(), ", ") }

@@ -1,0 +1,564 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// joinStage consumes "<group>.keyed" in the group "<group>-join"
+// (read_committed) and runs one worker per owned partition.
+//
+// Ownership: the dispatcher goroutine (run) polls and hands each
+// partition's records to its worker over a bounded queue; a full queue
+// pauses fetching of that partition until it drains. Workers are created in
+// the AdjustFetchOffsetsFn hook (which also chooses where each partition
+// starts) and stopped in the revoke/lost callbacks, which BlockRebalanceOnPoll
+// runs only between polls; stopping waits for the worker's batch in
+// progress. Kafka offset commits (for lag monitoring) are made only between
+// poll and AllowRebalance, for owned partitions, and on revocation after the
+// worker stopped -- never on loss.
+type joinStage struct {
+	cfg     *config.Config
+	spec    *keyed.Spec
+	log     *slog.Logger
+	m       *metrics.Metrics
+	topic   string
+	newSink func(partition int32) (sink.Sink, error)
+	cl      *kgo.Client
+	fatal   chan error // first worker error (cap 1)
+
+	mu        sync.Mutex
+	workers   map[int32]*worker
+	committed map[int32]int64 // last offset committed to Kafka per owned partition
+}
+
+func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink func(int32) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
+	j := &joinStage{
+		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(),
+		newSink: newSink, fatal: make(chan error, 1),
+		workers: map[int32]*worker{}, committed: map[int32]int64{},
+	}
+	kc := &cfg.Kafka
+	opts := append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumerGroup(kc.JoinGroup()),
+		kgo.ConsumeTopics(j.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(kc.SessionTimeout),
+		kgo.AdjustFetchOffsetsFn(j.assign),
+		kgo.OnPartitionsRevoked(j.revoke),
+		kgo.OnPartitionsLost(j.lose),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
+	}
+	j.cl = cl
+	return j, nil
+}
+
+// assign starts a worker for every newly assigned partition and decides
+// where it starts: at the local state's position when that is current (at
+// or past the group's committed offset), else at the local position (or the
+// log start without local state), applying records below the committed
+// offset without emitting them.
+func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	parts := offsets[j.topic]
+	for p, o := range parts {
+		committed := o.EpochOffset().Offset
+		if committed < 0 {
+			committed = 0
+		}
+		j.mu.Lock()
+		old := j.workers[p]
+		j.mu.Unlock()
+		if old != nil { // re-assigned without a revoke (should not happen)
+			old.stopAndWait()
+			j.remove(p)
+		}
+		w, err := j.startWorker(p, committed)
+		if err != nil {
+			j.fail(err)
+			return nil, err
+		}
+		if w.hasPos {
+			parts[p] = kgo.NewOffset().At(w.pos.Load()).WithEpoch(-1)
+		} else {
+			parts[p] = kgo.NewOffset().AtStart()
+		}
+		mode := "reuse"
+		if w.pos.Load() < committed || !w.hasPos {
+			mode = "rebuild"
+		}
+		j.log.Info("partition assigned", "partition", p, "committed", committed, "local", w.pos.Load(), "has_local", w.hasPos, "mode", mode)
+	}
+	return offsets, nil
+}
+
+func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
+	dir := filepath.Join(j.cfg.State.Dir, "partition-"+strconv.Itoa(int(p)))
+	st, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: int64(j.cfg.State.CacheMB) << 20, Sync: *j.cfg.State.Sync})
+	if err != nil {
+		return nil, err
+	}
+	pos, has, err := st.Position(j.topic, p)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	sk, err := j.newSink(p)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cdcjoin: join: sink for partition %d: %w", p, err)
+	}
+	w := &worker{
+		j: j, p: p, store: st, sink: sk, join: keyed.NewJoin(j.spec),
+		emitFrom: committed, hasPos: has,
+		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
+		epoch: uint64(j.cfg.Kafka.Epoch) << 48,
+	}
+	w.pos.Store(pos)
+	j.mu.Lock()
+	j.workers[p] = w
+	j.committed[p] = committed
+	j.m.OwnedPartitions.Set(float64(len(j.workers)))
+	j.mu.Unlock()
+	go w.run()
+	return w, nil
+}
+
+// revoke stops the revoked partitions' workers and commits their final
+// positions while the partitions are still ours.
+func (j *joinStage) revoke(ctx context.Context, cl *kgo.Client, rev map[string][]int32) {
+	parts := rev[j.topic]
+	j.stopWorkers(parts)
+	j.commit(ctx, parts)
+	for _, p := range parts {
+		j.remove(p)
+	}
+}
+
+// lose stops the lost partitions' workers without committing anything.
+func (j *joinStage) lose(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	parts := lost[j.topic]
+	j.stopWorkers(parts)
+	for _, p := range parts {
+		j.remove(p)
+	}
+}
+
+func (j *joinStage) stopWorkers(parts []int32) {
+	j.mu.Lock()
+	var ws []*worker
+	for _, p := range parts {
+		if w := j.workers[p]; w != nil {
+			ws = append(ws, w)
+		}
+	}
+	j.mu.Unlock()
+	for _, w := range ws {
+		close(w.stop)
+	}
+	for _, w := range ws {
+		<-w.done
+	}
+}
+
+// remove forgets a stopped worker and releases its store and sink.
+func (j *joinStage) remove(p int32) {
+	j.mu.Lock()
+	w := j.workers[p]
+	delete(j.workers, p)
+	delete(j.committed, p)
+	j.m.OwnedPartitions.Set(float64(len(j.workers)))
+	j.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if err := w.sink.Close(); err != nil {
+		j.log.Warn("closing sink", "partition", p, "err", err)
+	}
+	if err := w.store.Close(); err != nil {
+		j.log.Warn("closing state", "partition", p, "err", err)
+	}
+}
+
+// commit commits the durable positions of parts (all owned when nil) that
+// advanced past what Kafka has. Errors are logged: these commits only feed
+// lag monitoring and the emit threshold of a future owner, which a lagging
+// commit keeps safe (it re-emits identical versions).
+func (j *joinStage) commit(ctx context.Context, parts []int32) {
+	j.mu.Lock()
+	if parts == nil {
+		parts = keysOf(j.workers)
+	}
+	offs := map[int32]kgo.EpochOffset{}
+	for _, p := range parts {
+		w := j.workers[p]
+		if w == nil {
+			continue
+		}
+		if pos := w.pos.Load(); w.hasPosition() && pos > j.committed[p] {
+			offs[p] = kgo.EpochOffset{Epoch: -1, Offset: pos}
+		}
+	}
+	j.mu.Unlock()
+	if len(offs) == 0 {
+		return
+	}
+	var cerr error
+	j.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{j.topic: offs}, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
+					cerr = e
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		j.log.Warn("committing join positions to Kafka", "err", cerr)
+		j.m.Errors.WithLabelValues("join", "commit").Inc()
+		return
+	}
+	j.mu.Lock()
+	for p, o := range offs {
+		if _, owned := j.committed[p]; owned {
+			j.committed[p] = o.Offset
+		}
+	}
+	j.mu.Unlock()
+}
+
+func (j *joinStage) fail(err error) {
+	select {
+	case j.fatal <- err:
+	default:
+	}
+}
+
+// run dispatches records to workers until ctx is done or a worker fails;
+// then it stops every worker (finishing batches in progress), commits their
+// positions and leaves the group.
+func (j *joinStage) run(ctx context.Context) error {
+	defer j.cl.CloseAllowingRebalance()
+	err := j.dispatch(ctx)
+	j.mu.Lock()
+	parts := keysOf(j.workers)
+	j.mu.Unlock()
+	j.stopWorkers(parts)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	j.commit(cctx, parts)
+	cancel()
+	for _, p := range parts {
+		j.remove(p)
+	}
+	if err == nil {
+		select {
+		case err = <-j.fatal:
+		default:
+		}
+	}
+	return err
+}
+
+func (j *joinStage) dispatch(ctx context.Context) error {
+	pending := map[int32][][]*kgo.Record{}
+	lastCommit := time.Now()
+	max := j.cfg.State.BatchEvents
+	for {
+		select {
+		case err := <-j.fatal:
+			j.fail(err) // keep it for run
+			return nil
+		default:
+		}
+		j.deliverPending(pending)
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if len(pending) > 0 {
+			pctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+		}
+		fs := j.cl.PollRecords(pctx, max)
+		cancel()
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			j.cl.AllowRebalance()
+			return nil
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ferr == nil {
+				ferr = fmt.Errorf("cdcjoin: join: fetch %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			j.m.Errors.WithLabelValues("join", "kafka").Inc()
+			j.cl.AllowRebalance()
+			return ferr
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			last := fp.Records[len(fp.Records)-1].Offset
+			j.m.ConsumerLag.WithLabelValues(strconv.Itoa(int(fp.Partition))).Set(float64(max64(fp.HighWatermark-last-1, 0)))
+			if q, ok := pending[fp.Partition]; ok {
+				pending[fp.Partition] = append(q, fp.Records)
+				return
+			}
+			j.mu.Lock()
+			w := j.workers[fp.Partition]
+			j.mu.Unlock()
+			if w == nil {
+				return // not ours (any more); the owner reads it from its position
+			}
+			select {
+			case w.in <- fp.Records:
+			default:
+				pending[fp.Partition] = [][]*kgo.Record{fp.Records}
+				j.cl.PauseFetchPartitions(map[string][]int32{j.topic: {fp.Partition}})
+			}
+		})
+		if time.Since(lastCommit) >= j.cfg.Kafka.CommitInterval {
+			j.commit(ctx, nil)
+			lastCommit = time.Now()
+		}
+		// Queued batches of partitions about to be revoked are dropped
+		// by their stopped workers; the next owner starts from the
+		// committed position. Drop our pending ones too.
+		j.cl.AllowRebalance()
+		j.mu.Lock()
+		for p := range pending {
+			if j.workers[p] == nil {
+				delete(pending, p)
+				j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+			}
+		}
+		j.mu.Unlock()
+	}
+}
+
+// deliverPending hands held batches to workers whose queues have room and
+// resumes fetching for partitions that caught up.
+func (j *joinStage) deliverPending(pending map[int32][][]*kgo.Record) {
+	for p, q := range pending {
+		j.mu.Lock()
+		w := j.workers[p]
+		j.mu.Unlock()
+		if w == nil {
+			delete(pending, p)
+			j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+			continue
+		}
+		for len(q) > 0 {
+			select {
+			case w.in <- q[0]:
+				q = q[1:]
+				continue
+			default:
+			}
+			break
+		}
+		if len(q) == 0 {
+			delete(pending, p)
+			j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+		} else {
+			pending[p] = q
+		}
+	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// worker joins one keyed partition. It owns its store and sink.
+type worker struct {
+	j        *joinStage
+	p        int32
+	store    *joinstate.Store
+	sink     sink.Sink
+	join     *keyed.Join
+	emitFrom int64 // records below this offset were emitted by an earlier owner
+	hasPos   bool  // the store had a position when the worker started
+	epoch    uint64
+
+	pos  atomic.Int64 // durable next offset (state committed, sink flushed)
+	in   chan []*kgo.Record
+	stop chan struct{}
+	done chan struct{}
+
+	buf     []keyed.Change
+	vals    []debezium.Value // arena for copied change values
+	flushed int              // changes written since the last flush
+	fan     int
+	input   keyed.Input
+}
+
+func (w *worker) hasPosition() bool { return w.hasPos || w.pos.Load() > 0 }
+
+func (w *worker) stopAndWait() {
+	close(w.stop)
+	<-w.done
+}
+
+func (w *worker) run() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		select {
+		case <-w.stop:
+			return
+		case recs := <-w.in:
+			if err := w.process(recs); err != nil {
+				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+				return
+			}
+		}
+	}
+}
+
+const writeChunk = 1024
+
+// process applies one batch in one state transaction, writes the changes to
+// the sink, flushes it, and only then commits the state with the new
+// position. On error nothing of the batch is committed.
+func (w *worker) process(recs []*kgo.Record) error {
+	ctx := context.Background()
+	pos := w.pos.Load()
+	t := w.store.Begin()
+	defer t.Abort()
+	w.flushed = 0
+	rebuilt := 0
+	for _, r := range recs {
+		if w.hasPosition() && r.Offset < pos {
+			continue // already applied (redelivered after a rewind)
+		}
+		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
+			return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		version := w.epoch | uint64(r.Offset+1)
+		w.fan = 0
+		emit := w.collect
+		if r.Offset < w.emitFrom {
+			emit = discard
+			rebuilt++
+		}
+		if err := w.join.Apply(t, &w.input, version, emit); err != nil {
+			return err
+		}
+		if r.Offset >= w.emitFrom {
+			w.j.m.FanOut.Observe(float64(w.fan))
+		}
+		if len(w.buf) >= writeChunk {
+			if err := w.write(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	last := recs[len(recs)-1].Offset
+	if w.hasPosition() && last < pos {
+		return nil
+	}
+	if err := t.SetPosition(w.j.topic, w.p, last+1); err != nil {
+		return err
+	}
+	if err := w.write(ctx); err != nil {
+		return err
+	}
+	if w.flushed > 0 {
+		start := time.Now()
+		if err := w.sink.Flush(ctx); err != nil {
+			w.j.m.Errors.WithLabelValues("join", "sink").Inc()
+			return fmt.Errorf("sink flush: %w", err)
+		}
+		w.j.m.SinkFlushSeconds.Observe(time.Since(start).Seconds())
+		w.j.m.SinkBatchChanges.Observe(float64(w.flushed))
+	}
+	if err := t.Commit(); err != nil {
+		return err
+	}
+	w.pos.Store(last + 1)
+	w.hasPos = true
+	if rebuilt > 0 {
+		w.j.m.StateRebuilt.Add(float64(rebuilt))
+	}
+	w.j.m.StateBytes.WithLabelValues(strconv.Itoa(int(w.p))).Set(float64(w.store.DiskBytes()))
+	return nil
+}
+
+func discard(*keyed.Change) error { return nil }
+
+// collect copies c (whose slices the join reuses) into the batch buffer.
+func (w *worker) collect(c *keyed.Change) error {
+	w.fan++
+	cp := *c
+	cp.ParentKey = w.copyVals(c.ParentKey)
+	if c.ChildKey != nil {
+		cp.ChildKey = w.copyVals(c.ChildKey)
+	}
+	cp.Values = w.copyVals(c.Values)
+	if c.Prev != nil {
+		cp.Prev = w.copyVals(c.Prev)
+	}
+	w.buf = append(w.buf, cp)
+	return nil
+}
+
+func (w *worker) copyVals(v []debezium.Value) []debezium.Value {
+	if cap(w.vals)-len(w.vals) < len(v) {
+		w.vals = make([]debezium.Value, 0, max(4096, len(v)))
+	}
+	n := len(w.vals)
+	w.vals = append(w.vals, v...)
+	return w.vals[n:len(w.vals):len(w.vals)]
+}
+
+// write hands the buffered changes to the sink.
+func (w *worker) write(ctx context.Context) error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	for i := range w.buf {
+		w.j.m.Changes.WithLabelValues(w.buf[i].Op.String()).Inc()
+	}
+	if err := w.sink.Write(ctx, w.buf); err != nil {
+		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
+		return fmt.Errorf("sink write: %w", err)
+	}
+	w.flushed += len(w.buf)
+	clear(w.buf)
+	w.buf = w.buf[:0]
+	w.vals = nil // the sink copied what it keeps; start a fresh arena
+	return nil
+}

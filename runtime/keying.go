@@ -1,0 +1,381 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// keying is the keying stage: it consumes the Debezium topics in the group
+// "<group>-keying", keys every event and produces the keyed records, all in
+// one Kafka transaction per poll (GroupTransactSession): the consumed source
+// offsets, the keyed records, the child-index changelog records and any
+// dead-lettered records commit together or not at all.
+//
+// Child index: the index (child pk → current join key) of the children on
+// child-topic partition p lives in a local pebble store and is mirrored to
+// partition p of the compacted "<group>.child-index" topic inside the same
+// transactions. When this instance is assigned p it rebuilds the local store
+// from that partition (read_committed, to its end), so the index always
+// matches the committed source offset of p: KIP-447 stable offset fetches
+// make the new owner wait until the previous owner's transaction is
+// resolved. Stale index entries (a child truncate only clears the index of
+// the partition that carried the truncate) cost no-op tombstones, never
+// wrong output.
+//
+// Concurrency: one goroutine (run) owns everything; the revoke/lost
+// callbacks touch the index map under mu, and BlockRebalanceOnPoll keeps
+// them out of a transaction in progress.
+type keying struct {
+	cfg  *config.Config
+	spec *keyed.Spec
+	log  *slog.Logger
+	m    *metrics.Metrics
+	base []kgo.Opt
+	adm  *kadm.Client
+	top  topology
+	sess *kgo.GroupTransactSession
+
+	decParent, decChild *debezium.Decoder
+	keyer               *keyed.Keyer
+	ev                  debezium.Event
+
+	mu  sync.Mutex
+	idx map[int32]*joinstate.Store // child partition → its child index
+
+	txns map[int32]*joinstate.Txn // per transaction
+	perr error                    // first produce error of the transaction
+	pmu  sync.Mutex
+}
+
+func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
+	k := &keying{
+		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
+		decParent: debezium.NewDecoder(spec.ParentColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
+		decChild:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
+		keyer:     keyed.NewKeyer(spec),
+		idx:       map[int32]*joinstate.Store{},
+		txns:      map[int32]*joinstate.Txn{},
+	}
+	kc := &cfg.Kafka
+	opts := append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumerGroup(kc.KeyingGroup()),
+		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(kc.SessionTimeout),
+		kgo.TransactionalID(kc.Group+"-keying-"+kc.InstanceID),
+		kgo.TransactionTimeout(kc.TransactionTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.OnPartitionsRevoked(k.dropPartitions),
+		kgo.OnPartitionsLost(k.dropPartitions),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: keying: kafka client: %w", err)
+	}
+	k.sess = sess
+	return k, nil
+}
+
+// dropPartitions closes the child indexes of revoked or lost partitions; a
+// later assignment restores them from the changelog.
+func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, p := range lost[k.cfg.Child.Topic] {
+		if s := k.idx[p]; s != nil {
+			if err := s.Close(); err != nil {
+				k.log.Warn("closing child index", "partition", p, "err", err)
+			}
+			delete(k.idx, p)
+		}
+	}
+}
+
+// close ends the session (leaving the group) and closes the indexes.
+func (k *keying) close() {
+	k.sess.CloseAllowingRebalance()
+	k.dropPartitions(nil, nil, map[string][]int32{k.cfg.Child.Topic: keysOf(k.idx)})
+}
+
+func keysOf[V any](m map[int32]V) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	return out
+}
+
+// run polls, keys and commits until ctx is done (then it returns nil after
+// finishing the transaction in progress) or a fatal error occurs.
+func (k *keying) run(ctx context.Context) error {
+	max := k.cfg.State.BatchEvents
+	for {
+		fs := k.sess.PollRecords(ctx, max)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			k.sess.AllowRebalance()
+			return nil
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && ferr == nil {
+				ferr = fmt.Errorf("cdcjoin: keying: fetch %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			k.m.Errors.WithLabelValues("keying", "kafka").Inc()
+			k.sess.AllowRebalance()
+			return ferr
+		}
+		if fs.NumRecords() == 0 {
+			k.sess.AllowRebalance()
+			continue
+		}
+		if err := k.transact(ctx, fs); err != nil {
+			k.sess.AllowRebalance()
+			return err
+		}
+		k.sess.AllowRebalance()
+	}
+}
+
+// transact keys one poll's records inside one transaction and commits it.
+func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
+	if err := k.sess.Begin(); err != nil {
+		return fmt.Errorf("cdcjoin: keying: begin transaction: %w", err)
+	}
+	k.perr = nil
+	var err error
+	fs.EachRecord(func(r *kgo.Record) {
+		if err == nil {
+			err = k.record(ctx, r)
+		}
+	})
+	k.pmu.Lock()
+	if err == nil {
+		err = k.perr
+	}
+	k.pmu.Unlock()
+	// Use a context that survives shutdown so that the transaction in
+	// progress ends (commits or aborts) instead of dangling.
+	ectx := context.WithoutCancel(ctx)
+	if err != nil {
+		_, aerr := k.sess.End(ectx, kgo.TryAbort)
+		k.abortTxns()
+		if aerr != nil {
+			k.log.Warn("abort transaction", "err", aerr)
+		}
+		return err
+	}
+	committed, err := k.sess.End(ectx, kgo.TryCommit)
+	if err != nil {
+		k.abortTxns()
+		return fmt.Errorf("cdcjoin: keying: end transaction: %w", err)
+	}
+	if !committed {
+		// A rebalance intervened: the session rewound to the committed
+		// offsets; the index changes are discarded with the transaction.
+		k.abortTxns()
+		k.log.Info("transaction aborted by a rebalance; records will be re-keyed")
+		return nil
+	}
+	for p, t := range k.txns {
+		delete(k.txns, p)
+		if err := t.Commit(); err != nil {
+			// The changelog is ahead of the local index: drop it, a
+			// restore rebuilds it.
+			return fmt.Errorf("cdcjoin: keying: child index partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func (k *keying) abortTxns() {
+	for p, t := range k.txns {
+		t.Abort()
+		delete(k.txns, p)
+	}
+}
+
+// record keys one source record. Bad records follow the error policy; other
+// errors are fatal.
+func (k *keying) record(ctx context.Context, r *kgo.Record) error {
+	side, dec := config.Parent, k.decParent
+	if r.Topic == k.cfg.Child.Topic {
+		side, dec = config.Child, k.decChild
+	}
+	ok, err := dec.Decode(r.Key, r.Value, &k.ev)
+	if err != nil {
+		err = debezium.AtPosition(err, r.Topic, r.Partition, r.Offset)
+		var de *debezium.DecodeError
+		kind := "decode"
+		if errors.As(err, &de) {
+			kind = de.Kind.String()
+		}
+		return k.bad(ctx, r, kind, err)
+	}
+	if !ok {
+		k.m.EventsConsumed.WithLabelValues(r.Topic, "tombstone").Inc()
+		return nil
+	}
+	k.m.EventsConsumed.WithLabelValues(r.Topic, k.ev.Op.String()).Inc()
+	var t *joinstate.Txn
+	if side == config.Child {
+		if t, err = k.txn(ctx, r.Partition); err != nil {
+			return err
+		}
+	}
+	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
+		return k.produce(ctx, r.Partition, in)
+	})
+	var ke *keyed.KeyError
+	if errors.As(err, &ke) {
+		return k.bad(ctx, r, "key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+	}
+	return err
+}
+
+// txn returns the transaction of child partition p's index, restoring the
+// index first if this instance was just assigned p.
+func (k *keying) txn(ctx context.Context, p int32) (*joinstate.Txn, error) {
+	if t := k.txns[p]; t != nil {
+		return t, nil
+	}
+	k.mu.Lock()
+	s := k.idx[p]
+	k.mu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = k.restore(ctx, p); err != nil {
+			return nil, err
+		}
+		k.mu.Lock()
+		k.idx[p] = s
+		k.mu.Unlock()
+	}
+	t := s.Begin()
+	k.txns[p] = t
+	return t, nil
+}
+
+// restore rebuilds child partition p's index from the changelog.
+func (k *keying) restore(ctx context.Context, p int32) (*joinstate.Store, error) {
+	dir := filepath.Join(k.cfg.State.Dir, "keying", "child-"+strconv.Itoa(int(p)))
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("cdcjoin: keying: reset child index: %w", err)
+	}
+	s, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: 8 << 20})
+	if err != nil {
+		return nil, err
+	}
+	t := s.Begin()
+	n := 0
+	err = readPartition(ctx, k.base, k.adm, k.cfg.Kafka.ChildIndexTopic(), p, func(r *kgo.Record) error {
+		n++
+		if r.Value == nil {
+			return t.DeleteChildIndex(r.Key)
+		}
+		return t.SetChildIndex(r.Key, r.Value)
+	})
+	if err == nil {
+		err = t.Commit()
+	} else {
+		t.Abort()
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("cdcjoin: keying: restore child index of partition %d: %w", p, err)
+	}
+	k.log.Info("restored child index", "partition", p, "records", n)
+	return s, nil
+}
+
+// produce sends the keyed record(s) of in, and its child-index changelog
+// record, within the current transaction.
+func (k *keying) produce(ctx context.Context, srcPart int32, in *keyed.Input) error {
+	key := keyed.AppendRecordKey(nil, in)
+	val := keyed.AppendRecordValue(nil, in)
+	topic := k.cfg.Kafka.KeyedTopic()
+	k.m.KeyedRecords.WithLabelValues(in.Kind.String()).Inc()
+	if in.Kind == keyed.Truncate {
+		for p := int32(0); p < k.top.keyedParts; p++ {
+			k.sess.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: val}, k.promise)
+		}
+		return nil
+	}
+	k.sess.Produce(ctx, &kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val}, k.promise)
+	switch in.Kind {
+	case keyed.ChildUpsert:
+		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ChildIndexTopic(), Partition: srcPart,
+			Key: append([]byte(nil), in.ChildKey...), Value: append([]byte{}, in.JoinKey...)}, k.promise)
+	case keyed.ChildDelete:
+		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ChildIndexTopic(), Partition: srcPart,
+			Key: append([]byte(nil), in.ChildKey...)}, k.promise)
+	}
+	return nil
+}
+
+func (k *keying) promise(_ *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	k.pmu.Lock()
+	if k.perr == nil {
+		k.perr = fmt.Errorf("cdcjoin: keying: produce: %w", err)
+	}
+	k.pmu.Unlock()
+}
+
+// bad applies the error policy to a record that cannot be decoded or
+// keyed: stop returns err (the transaction aborts, nothing past the record
+// commits); dlq sends the original record with provenance headers to the
+// dead-letter topic inside the transaction.
+func (k *keying) bad(ctx context.Context, r *kgo.Record, kind string, err error) error {
+	k.m.Errors.WithLabelValues("keying", kind).Inc()
+	if k.cfg.Errors.Policy != config.PolicyDLQ {
+		return err
+	}
+	k.m.DeadLettered.WithLabelValues("keying").Inc()
+	k.log.Warn("bad record sent to the dead-letter topic", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+	k.sess.Produce(ctx, DeadLetter(r, k.cfg.Errors.DLQTopic, "keying", err), k.promise)
+	return nil
+}
+
+// Dead-letter record headers.
+const (
+	HeaderSourceTopic     = "cdcjoin.source.topic"
+	HeaderSourcePartition = "cdcjoin.source.partition"
+	HeaderSourceOffset    = "cdcjoin.source.offset"
+	HeaderError           = "cdcjoin.error"
+	HeaderStage           = "cdcjoin.stage"
+)
+
+// DeadLetter returns the dead-letter record of r: its key, value and
+// headers, plus provenance headers, for partition 0 of topic.
+func DeadLetter(r *kgo.Record, topic, stage string, err error) *kgo.Record {
+	h := append([]kgo.RecordHeader(nil), r.Headers...)
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(err.Error())},
+		kgo.RecordHeader{Key: HeaderStage, Value: []byte(stage)},
+	)
+	return &kgo.Record{Topic: topic, Partition: 0, Key: r.Key, Value: r.Value, Headers: h}
+}
