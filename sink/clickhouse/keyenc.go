@@ -1,0 +1,76 @@
+package clickhouse
+
+import (
+	"strconv"
+
+	"github.com/cdcjoin/cdcjoin/debezium"
+)
+
+// appendKey appends the text encoding of a key tuple, used for the hidden
+// _pk and _ck columns: values separated by ',', integers in decimal, strings
+// quoted ('it”s' style escaping is not used: ' and \ are backslash-escaped
+// and NUL is written as \0), other kinds tagged (d'1.50', date'2024-01-02',
+// ts'…', t'…', f'…', b'…'), NULL as NULL. The encoding is injective per
+// tuple, never contains a NUL byte, and is never empty for a non-empty tuple,
+// so the LEFT join's padded row (_ck = ”) cannot collide with a real child
+// key, not even one whose only value is the empty string (encoded as ”).
+func appendKey(dst []byte, key []debezium.Value) []byte {
+	for i, v := range key {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		switch v.Kind {
+		case debezium.KindNull:
+			dst = append(dst, "NULL"...)
+		case debezium.KindInt:
+			dst = strconv.AppendInt(dst, v.Int, 10)
+		case debezium.KindBool:
+			if v.Int != 0 {
+				dst = append(dst, "true"...)
+			} else {
+				dst = append(dst, "false"...)
+			}
+		case debezium.KindString:
+			dst = appendQuoted(dst, v.Str)
+		case debezium.KindUnavailable:
+			dst = append(dst, "UNAVAILABLE"...)
+		default:
+			dst = append(dst, keyTag(v.Kind)...)
+			dst = appendQuoted(dst, v.Text())
+		}
+	}
+	return dst
+}
+
+func keyTag(k debezium.Kind) string {
+	switch k {
+	case debezium.KindDecimal:
+		return "d"
+	case debezium.KindDate:
+		return "date"
+	case debezium.KindTimestamp:
+		return "ts"
+	case debezium.KindTime:
+		return "t"
+	case debezium.KindFloat:
+		return "f"
+	case debezium.KindBytes:
+		return "b"
+	}
+	return "k" + strconv.Itoa(int(k))
+}
+
+func appendQuoted(dst []byte, s string) []byte {
+	dst = append(dst, '\'')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '\\':
+			dst = append(dst, '\\', c)
+		case 0:
+			dst = append(dst, '\\', '0')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '\'')
+}
