@@ -4,7 +4,7 @@
 //
 //	'P' joinKey                → parent record: version, padded-row version, projected parent row
 //	'C' joinKey childKey       → child record: version, projected child row (map state, prefix-scannable)
-//	'I' childKey               → joinKey (child index: where a child currently lives)
+//	'I' childKey               → joinKey + row (child index: where a child lives, its last row)
 //	'O' topic 0x00 partition   → next offset to consume (input positions)
 //	'M' name                   → metadata (version counter, config fingerprint, …)
 //
@@ -469,21 +469,47 @@ func (t *Txn) clear(prefix byte) error {
 	return nil
 }
 
-// ChildIndex returns the join key the child with childKey currently lives
-// under, appended to dst.
-func (t *Txn) ChildIndex(dst, childKey []byte) ([]byte, bool, error) {
+// AppendIndexEntry appends a child-index entry to dst: the join key the
+// child lives under and its projected row (complete, placeholders resolved),
+// so that a later update carrying TOAST placeholders can be completed even
+// when it moves the child to another join key.
+func AppendIndexEntry(dst, joinKey []byte, row []debezium.Value) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(joinKey)))
+	dst = append(dst, joinKey...)
+	return AppendRow(dst, row)
+}
+
+// DecodeIndexEntry splits an entry made by AppendIndexEntry; the row is
+// appended to row[:0] and joinKey aliases entry.
+func DecodeIndexEntry(entry []byte, row []debezium.Value) (joinKey []byte, _ []debezium.Value, err error) {
+	n, m := binary.Uvarint(entry)
+	if m <= 0 || uint64(len(entry)-m) < n {
+		return nil, row, fmt.Errorf("%w: child index entry", ErrCorrupt)
+	}
+	joinKey = entry[m : m+int(n)]
+	row, err = DecodeRow(row[:0], entry[m+int(n):])
+	return joinKey, row, err
+}
+
+// ChildIndex reads the index entry of childKey: the join key it lives under
+// (appended to jkDst) and its last row (appended to row[:0]).
+func (t *Txn) ChildIndex(jkDst, childKey []byte, row []debezium.Value) ([]byte, []debezium.Value, bool, error) {
 	t.key = append(append(t.key[:0], prefixIndex), childKey...)
 	v, ok, err := t.get(t.key)
 	if !ok || err != nil {
-		return dst, false, err
+		return jkDst, row, false, err
 	}
-	return append(dst, v...), true, nil
+	jk, row, err := DecodeIndexEntry(v, row)
+	if err != nil {
+		return jkDst, row, false, err
+	}
+	return append(jkDst, jk...), row, true, nil
 }
 
-// SetChildIndex records that childKey lives under joinKey.
-func (t *Txn) SetChildIndex(childKey, joinKey []byte) error {
+// SetChildIndex stores childKey's index entry (see AppendIndexEntry).
+func (t *Txn) SetChildIndex(childKey, entry []byte) error {
 	t.key = append(append(t.key[:0], prefixIndex), childKey...)
-	return t.set(t.key, joinKey)
+	return t.set(t.key, entry)
 }
 
 // DeleteChildIndex forgets childKey.

@@ -21,10 +21,12 @@ func (e *KeyError) Error() string {
 }
 
 // Keyer turns decoded Debezium events into keyed Inputs. For the child side
-// it resolves the child's current join key from the child index in the state
-// (never from `before`, which REPLICA IDENTITY DEFAULT leaves out), so that
-// updates and deletes retract from the right key and a foreign-key move
-// becomes a ChildDelete on the old key plus a ChildUpsert on the new one.
+// it keeps a child index (child key → join key and last row) in the state and
+// resolves from it, never from `before` (which REPLICA IDENTITY DEFAULT leaves
+// out): updates and deletes retract from the right key, a foreign-key move
+// becomes a ChildDelete on the old key plus a ChildUpsert on the new one, and
+// TOAST placeholders are filled in, so child Inputs always carry complete
+// rows. Child upserts that change nothing projected emit nothing.
 // Not safe for concurrent use.
 type Keyer struct {
 	spec *Spec
@@ -32,8 +34,8 @@ type Keyer struct {
 	in       Input
 	jk, ojk  []byte
 	ck, ock  []byte
-	row      []debezium.Value
-	scratchK []debezium.Value
+	row, orow []debezium.Value
+	entry     []byte
 }
 
 // NewKeyer returns a keyer for spec.
@@ -145,19 +147,28 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		}
 		var had bool
 		var err error
-		k.ojk, had, err = t.ChildIndex(k.ojk[:0], k.ck)
+		k.ojk, k.orow, had, err = t.ChildIndex(k.ojk[:0], k.ck, k.orow)
 		if err != nil {
 			return err
 		}
+		// Resolve TOAST placeholders from the indexed row, which is complete
+		// even when this update also moves the child to another join key.
 		k.row = append(k.row[:0], ev.After.Values...)
+		same := had
+		for i, v := range k.row {
+			if v.Kind == debezium.KindUnavailable && had {
+				k.row[i] = k.orow[i]
+			}
+			if same && !k.row[i].Equal(k.orow[i]) {
+				same = false
+			}
+		}
 		var hasKey bool
 		k.jk, hasKey = keyOf(k.jk[:0], k.row, s.ChildFK)
-		if !hasKey && had && fkUnavailable(k.row, s.ChildFK) {
-			// The foreign key itself is an unchanged TOAST placeholder: the
-			// child stays where it is.
-			k.jk, hasKey = append(k.jk[:0], k.ojk...), true
+		if had && hasKey && same && string(k.ojk) == string(k.jk) {
+			return nil // redelivery or an update of unprojected columns only
 		}
-		if had && (!hasKey || string(k.ojk) != string(k.jk)) {
+		if had && len(k.ojk) > 0 && (!hasKey || string(k.ojk) != string(k.jk)) {
 			k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: k.ck}
 			if err := out(&k.in); err != nil {
 				return err
@@ -170,10 +181,9 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 			}
 			return nil
 		}
-		if !had || string(k.ojk) != string(k.jk) {
-			if err := t.SetChildIndex(k.ck, k.jk); err != nil {
-				return err
-			}
+		k.entry = joinstate.AppendIndexEntry(k.entry[:0], k.jk, k.row)
+		if err := t.SetChildIndex(k.ck, k.entry); err != nil {
+			return err
 		}
 		k.in = Input{Kind: ChildUpsert, Side: config.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.row}
 		return out(&k.in)
@@ -193,7 +203,7 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 func (k *Keyer) childGone(t *joinstate.Txn, ck []byte, out func(*Input) error) error {
 	var had bool
 	var err error
-	k.ojk, had, err = t.ChildIndex(k.ojk[:0], ck)
+	k.ojk, k.orow, had, err = t.ChildIndex(k.ojk[:0], ck, k.orow)
 	if err != nil || !had {
 		return err
 	}
@@ -204,11 +214,3 @@ func (k *Keyer) childGone(t *joinstate.Txn, ck []byte, out func(*Input) error) e
 	return out(&k.in)
 }
 
-func fkUnavailable(row []debezium.Value, idx []int) bool {
-	for _, i := range idx {
-		if row[i].Kind == debezium.KindUnavailable {
-			return true
-		}
-	}
-	return false
-}
