@@ -31,9 +31,9 @@ func (e *KeyError) Error() string {
 type Keyer struct {
 	spec *Spec
 
-	in       Input
-	jk, ojk  []byte
-	ck, ock  []byte
+	in        Input
+	jk, ojk   []byte
+	ck, ock   []byte
 	row, orow []debezium.Value
 	entry     []byte
 }
@@ -213,4 +213,3 @@ func (k *Keyer) childGone(t *joinstate.Txn, ck []byte, out func(*Input) error) e
 	k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: ck}
 	return out(&k.in)
 }
-
