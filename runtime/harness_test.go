@@ -28,6 +28,7 @@ select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS dom
 state: {dir: %s, sync: false, batch_events: %d}
 errors: {policy: %s%s}
 kafka:
+  keyed_partitions: %d
   brokers: [%s]
   instance_id: %s
   session_timeout: 6s
@@ -38,7 +39,7 @@ kafka:
 type jobOpts struct {
 	name, join, policy, dlq, brokers, instance string
 	stateDir                                   string
-	batch                                      int
+	batch, keyedParts                          int
 }
 
 func jobConfig(t testing.TB, o jobOpts) *config.Config {
@@ -62,7 +63,7 @@ func jobConfig(t testing.TB, o jobOpts) *config.Config {
 	if o.dlq != "" {
 		dlq = ", dlq_topic: " + o.dlq
 	}
-	y := fmt.Sprintf(jobYAML, o.name, o.join, o.stateDir, o.batch, o.policy, dlq, o.brokers, o.instance)
+	y := fmt.Sprintf(jobYAML, o.name, o.join, o.stateDir, o.batch, o.policy, dlq, o.keyedParts, o.brokers, o.instance)
 	cfg, err := config.Parse([]byte(y), "test.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -119,29 +120,34 @@ func produce(t testing.TB, brokers []string, recs []cdcgen.Record) {
 	}
 }
 
-// model is a sink that applies flushed changes to a ReplacingMergeTree
-// model (writes not followed by a flush are lost, like an unacknowledged
-// batch). Safe for concurrent use; shareable between Runs.
+// model is a ClickHouse ReplacingMergeTree stand-in shared by the sinks of
+// all instances: a sink's changes apply when it flushes (writes not
+// followed by a flush are lost, like an unacknowledged batch). Safe for
+// concurrent use.
 type model struct {
 	mu      sync.Mutex
-	pending map[*modelSink][]keyed.Change
 	rmt     *cdcgen.ReplacingMergeTree
 	err     error
 	changes int
-	// failAfter, when > 0, makes the Flush that brings the flushed
-	// changes to at least failAfter fail (after applying them when
-	// failApplied): a crash after the insert and before the commit.
-	failAfter   int
+}
+
+func newModel() *model { return &model{rmt: cdcgen.NewReplacingMergeTree()} }
+
+// modelSink is one instance's connection to the model. It checks that the
+// versions it flushes never decrease per row key.
+type modelSink struct {
+	m       *model
+	pending []keyed.Change
+	last    map[cdcgen.RowKey]uint64
+	// failAt, when > 0, makes the failAt-th Flush fail: after applying its
+	// changes when failApplied (a crash after the insert, before the
+	// commit), else before.
+	failAt      int
 	failApplied bool
+	flushes     int
 }
 
-func newModel() *model {
-	return &model{pending: map[*modelSink][]keyed.Change{}, rmt: cdcgen.NewReplacingMergeTree()}
-}
-
-type modelSink struct{ m *model }
-
-func (m *model) sink() *modelSink { return &modelSink{m} }
+func (m *model) sink() *modelSink { return &modelSink{m: m, last: map[cdcgen.RowKey]uint64{}} }
 
 var errInjected = errors.New("injected sink failure")
 
@@ -149,7 +155,7 @@ func (s *modelSink) Write(_ context.Context, cs []keyed.Change) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	for _, c := range cs {
-		s.m.pending[s] = append(s.m.pending[s], cloneChange(c))
+		s.pending = append(s.pending, cloneChange(c))
 	}
 	return nil
 }
@@ -158,31 +164,29 @@ func (s *modelSink) Flush(context.Context) error {
 	m := s.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cs := m.pending[s]
-	delete(m.pending, s)
-	fail := m.failAfter > 0 && m.changes+len(cs) >= m.failAfter
-	if fail && !m.failApplied {
-		m.failAfter = 0
+	cs := s.pending
+	s.pending = nil
+	s.flushes++
+	fail := s.failAt > 0 && s.flushes >= s.failAt
+	if fail && !s.failApplied {
 		return errInjected
 	}
 	for _, c := range cs {
-		m.apply(c)
+		key := m.apply(c)
+		if v, ok := s.last[key]; ok && c.Version < v && m.err == nil {
+			m.err = fmt.Errorf("version regression on row %s: %d after %d from one instance", key, c.Version, v)
+		}
+		s.last[key] = c.Version
 	}
 	if fail {
-		m.failAfter = 0
 		return errInjected
 	}
 	return nil
 }
 
-func (s *modelSink) Close() error {
-	s.m.mu.Lock()
-	delete(s.m.pending, s)
-	s.m.mu.Unlock()
-	return nil
-}
+func (s *modelSink) Close() error { return nil }
 
-func (m *model) apply(c keyed.Change) {
+func (m *model) apply(c keyed.Change) cdcgen.RowKey {
 	m.changes++
 	key := cdcgen.RowKey{Parent: keyText(c.ParentKey)}
 	if c.ChildKey == nil {
@@ -201,6 +205,7 @@ func (m *model) apply(c keyed.Change) {
 	if err := m.rmt.Apply(key, c.Version, c.Op == keyed.Retract, vals); err != nil && m.err == nil {
 		m.err = err
 	}
+	return key
 }
 
 func keyText(vs []debezium.Value) string {
@@ -230,7 +235,11 @@ func (m *model) live() ([]cdcgen.JoinedRow, error) {
 
 // waitEqual waits until the model shows want (or the timeout passes) and
 // returns the last diff ("" when equal).
-func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, runErr <-chan error) (string, error) {
+func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, in *instance) (string, error) {
+	var stopped <-chan struct{}
+	if in != nil {
+		stopped = in.done
+	}
 	deadline := time.Now().Add(timeout)
 	var diff string
 	for {
@@ -242,8 +251,8 @@ func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, runErr
 			return "", nil
 		}
 		select {
-		case err := <-runErr:
-			return diff, fmt.Errorf("run stopped early: %v", err)
+		case <-stopped:
+			return diff, fmt.Errorf("run stopped early: %v", in.err)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -255,19 +264,21 @@ func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, runErr
 // instance is one running runtime.Run.
 type instance struct {
 	cancel context.CancelFunc
-	done   chan error
+	done   chan struct{} // closed when Run returned
+	err    error         // Run's result, once done is closed
 }
 
 func start(t testing.TB, cfg *config.Config, s *modelSink, extra ...kgo.Opt) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{cancel: cancel, done: make(chan error, 1)}
+	in := &instance{cancel: cancel, done: make(chan struct{})}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	go func() {
-		in.done <- runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
+		defer close(in.done)
+		in.err = runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
 	}()
 	return in
 }
@@ -277,8 +288,8 @@ func (in *instance) stop(t testing.TB) error {
 	t.Helper()
 	in.cancel()
 	select {
-	case err := <-in.done:
-		return err
+	case <-in.done:
+		return in.err
 	case <-time.After(60 * time.Second):
 		t.Fatal("Run did not return within 60s of cancel")
 		return nil

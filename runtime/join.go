@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -289,6 +288,7 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 	pending := map[int32][][]*kgo.Record{}
 	lastCommit := time.Now()
 	max := j.cfg.State.BatchEvents
+	var errs errWindow
 	for {
 		select {
 		case err := <-j.fatal:
@@ -307,16 +307,15 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 			j.cl.AllowRebalance()
 			return nil
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && ferr == nil {
-				ferr = fmt.Errorf("cdcjoin: join: fetch %s/%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if err := fetchErr(fs); err != nil {
 			j.m.Errors.WithLabelValues("join", "kafka").Inc()
-			j.cl.AllowRebalance()
-			return ferr
+			j.log.Warn("fetch error (retrying)", "err", err)
+			if err := errs.observe(err); err != nil {
+				j.cl.AllowRebalance()
+				return fmt.Errorf("cdcjoin: join: errors for %v: %w", persistentErrors, err)
+			}
+		} else {
+			errs.observe(nil)
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {

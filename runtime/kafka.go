@@ -259,3 +259,39 @@ func partitionEnd(ctx context.Context, adm *kadm.Client, topic string, p int32) 
 	}
 	return o.Offset, nil
 }
+
+// fetchErr returns the first fetch error in fs other than a context's.
+func fetchErr(fs kgo.Fetches) error {
+	var first error
+	fs.EachError(func(t string, p int32, err error) {
+		if first == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			first = fmt.Errorf("fetch %s/%d: %w", t, p, err)
+		}
+	})
+	return first
+}
+
+// persistentErrors is how long fetch errors may go on before a stage gives
+// up: franz-go keeps retrying after reporting one (a leader move, a broker
+// restart), so a single error is logged and counted, not fatal.
+const persistentErrors = 2 * time.Minute
+
+// errWindow tracks how long errors have persisted without a clean poll.
+type errWindow struct{ since time.Time }
+
+// observe records the outcome of a poll; it returns err once errors have
+// persisted for longer than persistentErrors.
+func (w *errWindow) observe(err error) error {
+	if err == nil {
+		w.since = time.Time{}
+		return nil
+	}
+	now := time.Now()
+	if w.since.IsZero() {
+		w.since = now
+	}
+	if now.Sub(w.since) > persistentErrors {
+		return err
+	}
+	return nil
+}

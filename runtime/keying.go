@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
@@ -126,22 +127,27 @@ func keysOf[V any](m map[int32]V) []int32 {
 // finishing the transaction in progress) or a fatal error occurs.
 func (k *keying) run(ctx context.Context) error {
 	max := k.cfg.State.BatchEvents
+	var errs errWindow
 	for {
 		fs := k.sess.PollRecords(ctx, max)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			k.sess.AllowRebalance()
 			return nil
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) && ferr == nil {
-				ferr = fmt.Errorf("cdcjoin: keying: fetch %s/%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if err := fetchErr(fs); err != nil {
 			k.m.Errors.WithLabelValues("keying", "kafka").Inc()
-			k.sess.AllowRebalance()
-			return ferr
+			k.log.Warn("fetch error (retrying)", "err", err)
+			if err := errs.observe(err); err != nil {
+				k.sess.AllowRebalance()
+				return fmt.Errorf("cdcjoin: keying: errors for %v: %w", persistentErrors, err)
+			}
+			if fs.NumRecords() == 0 {
+				k.sess.AllowRebalance()
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		} else {
+			errs.observe(nil)
 		}
 		if fs.NumRecords() == 0 {
 			k.sess.AllowRebalance()
@@ -323,7 +329,7 @@ func (k *keying) produce(ctx context.Context, srcPart int32, in *keyed.Input) er
 	switch in.Kind {
 	case keyed.ChildUpsert:
 		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ChildIndexTopic(), Partition: srcPart,
-			Key: append([]byte(nil), in.ChildKey...), Value: append([]byte{}, in.JoinKey...)}, k.promise)
+			Key: append([]byte(nil), in.ChildKey...), Value: joinstate.AppendIndexEntry(nil, in.JoinKey, in.Row)}, k.promise)
 	case keyed.ChildDelete:
 		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ChildIndexTopic(), Partition: srcPart,
 			Key: append([]byte(nil), in.ChildKey...)}, k.promise)

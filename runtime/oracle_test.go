@@ -47,7 +47,7 @@ func TestOracle(t *testing.T) {
 			m := newModel()
 			in := start(t, cfg, m.sink())
 			want := oracle(h, tc.join == "left")
-			diff, err := m.waitEqual(want, 60*time.Second, in.done)
+			diff, err := m.waitEqual(want, 60*time.Second, in)
 			if err != nil {
 				t.Fatalf("seed %d: %v", tc.seed, err)
 			}

@@ -41,6 +41,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/keyed"
@@ -116,7 +117,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	base = append(base, opts.ClientOpts...)
-	admCl, err := kgo.NewClient(base...)
+	admCl, err := kgo.NewClient(append(base, kgo.MetadataMinAge(100*time.Millisecond))...)
 	if err != nil {
 		return fmt.Errorf("cdcjoin: kafka client: %w", err)
 	}
