@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -482,6 +483,7 @@ func BenchmarkInsertChangelog1M(b *testing.B) {
 				debezium.String("d" + strconv.Itoa(i) + ".example.com"), debezium.Decimal(strconv.Itoa(i%10000) + ".25"), debezium.Timestamp(1700000000000000 + int64(i))},
 		}
 	}
+	var total time.Duration
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
@@ -499,9 +501,50 @@ func BenchmarkInsertChangelog1M(b *testing.B) {
 		if err := s.Flush(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "rows/s")
+		total += time.Since(start)
 		b.StopTimer()
 		s.Close()
 		b.StartTimer()
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "rows/s")
+}
+
+// TestCloseStopsGoroutines: Close stops the ticker and the workers (and the
+// driver's connections); later calls return ErrClosed.
+func TestCloseStopsGoroutines(t *testing.T) {
+	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
+	before := runtime.NumGoroutine()
+	cfg := testConfig(t, addr, config.ModeUpsert, "inner", "")
+	s, err := Open(context.Background(), cfg, Options{Types: testTypes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &model{rows: map[rowKey]mrow{}}
+	r := rand.New(rand.NewPCG(1, 2))
+	if err := s.Write(context.Background(), m.gen(r, 100, false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := s.Write(context.Background(), m.gen(r, 1, false)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write after Close: %v", err)
+	}
+	if err := s.Flush(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Flush after Close: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second) // driver connections close asynchronously
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
