@@ -21,8 +21,8 @@ import (
 )
 
 const jobYAML = `name: %s
-parent: {topic: dbserver1.public.users, key: id}
-child:  {topic: dbserver1.public.domains, key: id, parent_key: user_id}
+parent: {topic: %s, key: id}
+child:  {topic: %s, key: id, parent_key: user_id}
 join: %s
 select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
 state: {dir: %s, sync: false, batch_events: %d}
@@ -38,6 +38,7 @@ kafka:
 
 type jobOpts struct {
 	name, join, policy, dlq, brokers, instance string
+	parentTopic, childTopic                    string
 	stateDir                                   string
 	batch, keyedParts                          int
 }
@@ -59,11 +60,14 @@ func jobConfig(t testing.TB, o jobOpts) *config.Config {
 	if o.instance == "" {
 		o.instance = "i0"
 	}
+	if o.parentTopic == "" {
+		o.parentTopic, o.childTopic = cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic
+	}
 	dlq := ""
 	if o.dlq != "" {
 		dlq = ", dlq_topic: " + o.dlq
 	}
-	y := fmt.Sprintf(jobYAML, o.name, o.join, o.stateDir, o.batch, o.policy, dlq, o.keyedParts, o.brokers, o.instance)
+	y := fmt.Sprintf(jobYAML, o.name, o.parentTopic, o.childTopic, o.join, o.stateDir, o.batch, o.policy, dlq, o.keyedParts, o.brokers, o.instance)
 	cfg, err := config.Parse([]byte(y), "test.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)

@@ -11,6 +11,11 @@ func smallHistory(t testing.TB, seed int64, ops int) *cdcgen.History {
 	t.Helper()
 	o := oracleOptions(seed)
 	o.Ops, o.Users, o.Domains = ops, 50, 100
+	return generate(t, o)
+}
+
+func generate(t testing.TB, o cdcgen.Options) *cdcgen.History {
+	t.Helper()
 	h, err := cdcgen.Generate(o)
 	if err != nil {
 		t.Fatal(err)
