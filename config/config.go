@@ -136,9 +136,13 @@ type State struct {
 	// (default 1000). Larger batches amortize the commit; smaller ones bound
 	// the work redone after a crash.
 	BatchEvents int `yaml:"batch_events"`
-	// Sync makes every batch commit fsync the WAL (default true). Turning it
-	// off is safe only where the input can be replayed from its committed
-	// positions, which is the case for every cdcjoin input.
+	// Sync makes every batch commit fsync pebble's WAL (default false).
+	// Without it a commit survives a process crash (kill -9) but an OS crash
+	// or power loss may drop the newest batches; state and positions still
+	// roll back together, and reprocessing from the older positions emits the
+	// same changes with the same versions, which the upsert sink absorbs.
+	// Turn it on to bound that replay (and for changelog sinks on servers
+	// without insert deduplication), at the cost of an fsync per batch.
 	Sync *bool `yaml:"sync"`
 }
 
@@ -307,8 +311,8 @@ func (c *Config) defaults() {
 		c.State.BatchEvents = 1000
 	}
 	if c.State.Sync == nil {
-		t := true
-		c.State.Sync = &t
+		f := false
+		c.State.Sync = &f
 	}
 	if c.Errors.Policy == "" {
 		c.Errors.Policy = PolicyStop

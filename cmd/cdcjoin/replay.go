@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -39,6 +40,7 @@ on the first bad record (naming its topic/partition/offset).`)
 		bad := fs.String("bad-records", "", "with errors.policy dlq: write bad records with their error to `file` (JSON lines)")
 		chAddr := fs.String("clickhouse", "", "also write changes to ClickHouse at `host:port` (native protocol); uses the config's clickhouse section")
 		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` (for go tool pprof)")
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
@@ -49,6 +51,13 @@ on the first bad record (naming its topic/partition/offset).`)
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
 			return err
+		}
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
 		}
 		return runReplay(ctx, cfg, replayArgs{
 			input: *input, changes: *changes, final: *final, resume: *resume, bad: *bad,
@@ -236,6 +245,19 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		}
 	}
 	return nil
+}
+
+// startCPUProfile profiles the process until the returned stop is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cdcjoin: cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func appendBadRecord(dst []byte, b engine.BadRecord) []byte {
