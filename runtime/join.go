@@ -99,16 +99,17 @@ func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.O
 			j.fail(err)
 			return nil, err
 		}
-		if w.hasPos {
-			parts[p] = kgo.NewOffset().At(w.pos.Load()).WithEpoch(-1)
+		local := w.pos.Load()
+		if local >= 0 {
+			parts[p] = kgo.NewOffset().At(local).WithEpoch(-1)
 		} else {
 			parts[p] = kgo.NewOffset().AtStart()
 		}
 		mode := "reuse"
-		if w.pos.Load() < committed || !w.hasPos {
+		if local < committed {
 			mode = "rebuild"
 		}
-		j.log.Info("partition assigned", "partition", p, "committed", committed, "local", w.pos.Load(), "has_local", w.hasPos, "mode", mode)
+		j.log.Info("partition assigned", "partition", p, "committed", committed, "local", local, "mode", mode)
 	}
 	return offsets, nil
 }
@@ -131,9 +132,12 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	}
 	w := &worker{
 		j: j, p: p, store: st, sink: sk, join: keyed.NewJoin(j.spec),
-		emitFrom: committed, hasPos: has,
+		emitFrom: committed,
 		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 		epoch: uint64(j.cfg.Kafka.Epoch) << 48,
+	}
+	if !has {
+		pos = -1
 	}
 	w.pos.Store(pos)
 	j.mu.Lock()
@@ -216,7 +220,7 @@ func (j *joinStage) commit(ctx context.Context, parts []int32) {
 		if w == nil {
 			continue
 		}
-		if pos := w.pos.Load(); w.hasPosition() && pos > j.committed[p] {
+		if pos := w.pos.Load(); pos > j.committed[p] {
 			offs[p] = kgo.EpochOffset{Epoch: -1, Offset: pos}
 		}
 	}
@@ -404,10 +408,9 @@ type worker struct {
 	sink     sink.Sink
 	join     *keyed.Join
 	emitFrom int64 // records below this offset were emitted by an earlier owner
-	hasPos   bool  // the store had a position when the worker started
 	epoch    uint64
 
-	pos  atomic.Int64 // durable next offset (state committed, sink flushed)
+	pos  atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
 	in   chan []*kgo.Record
 	stop chan struct{}
 	done chan struct{}
@@ -418,8 +421,6 @@ type worker struct {
 	fan     int
 	input   keyed.Input
 }
-
-func (w *worker) hasPosition() bool { return w.hasPos || w.pos.Load() > 0 }
 
 func (w *worker) stopAndWait() {
 	close(w.stop)
@@ -460,7 +461,7 @@ func (w *worker) process(recs []*kgo.Record) error {
 	w.flushed = 0
 	rebuilt := 0
 	for _, r := range recs {
-		if w.hasPosition() && r.Offset < pos {
+		if r.Offset < pos {
 			continue // already applied (redelivered after a rewind)
 		}
 		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
@@ -486,7 +487,7 @@ func (w *worker) process(recs []*kgo.Record) error {
 		}
 	}
 	last := recs[len(recs)-1].Offset
-	if w.hasPosition() && last < pos {
+	if last < pos {
 		return nil
 	}
 	if err := t.SetPosition(w.j.topic, w.p, last+1); err != nil {
@@ -508,7 +509,6 @@ func (w *worker) process(recs []*kgo.Record) error {
 		return err
 	}
 	w.pos.Store(last + 1)
-	w.hasPos = true
 	if rebuilt > 0 {
 		w.j.m.StateRebuilt.Add(float64(rebuilt))
 	}
