@@ -473,3 +473,23 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// WithClickHouse returns a copy of c whose clickhouse section targets addrs
+// (comma-separated host:port list), creating a section with defaults when c
+// has none, and validates the result.
+func (c *Config) WithClickHouse(addrs string) (*Config, error) {
+	out := *c
+	ch := ClickHouse{}
+	if c.ClickHouse != nil {
+		ch = *c.ClickHouse
+	}
+	ch.Addr = splitList(addrs)
+	out.ClickHouse = &ch
+	out.ClickHouse.defaults(&out)
+	p := &Problems{File: "--clickhouse"}
+	out.ClickHouse.validate(&out, p)
+	if len(p.Items) > 0 {
+		return nil, p
+	}
+	return &out, nil
+}

@@ -85,6 +85,7 @@ type Engine struct {
 	stats   Stats
 	emit    keyed.Emit
 	resume  map[topicPart]int64
+	types   [3][]debezium.ColumnType // last schema'd column types per side
 }
 
 type topicPart struct {
@@ -159,6 +160,20 @@ func (e *Engine) load() error {
 		e.resume[topicPart{topic, part}] = next
 		return nil
 	})
+}
+
+// OutputTypes returns the Debezium column types of the select list, in
+// select order, as declared by the most recent records with a schema (zero
+// entries where no such record was seen yet). Sinks that create tables use
+// it.
+func (e *Engine) OutputTypes() []debezium.ColumnType {
+	out := make([]debezium.ColumnType, len(e.spec.Out))
+	for i, o := range e.spec.Out {
+		if ts := e.types[o.Side]; o.Index < len(ts) {
+			out[i] = ts[o.Index]
+		}
+	}
+	return out
 }
 
 // Version returns the last version assigned.
@@ -240,6 +255,9 @@ func (e *Engine) apply(r *Record) error {
 		return nil
 	}
 	e.stats.Events++
+	if e.ev.Types != nil {
+		e.types[side] = e.ev.Types
+	}
 	err = e.keyer.Key(e.txn, side, &e.ev, func(in *keyed.Input) error {
 		e.version++
 		return e.join.Apply(e.txn, in, e.version, e.emit)

@@ -124,8 +124,9 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		})
 		flushers = append(flushers, func(context.Context) error { return w.Flush() })
 	}
+	var eng *engine.Engine
 	if a.clickhouse != "" {
-		emit, flush, closeFn, err := clickhouseEmitter(ctx, cfg, a.clickhouse)
+		emit, flush, closeFn, err := clickhouseEmitter(ctx, cfg, a.clickhouse, func() []debezium.ColumnType { return eng.OutputTypes() })
 		if err != nil {
 			return err
 		}
@@ -187,6 +188,9 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 	if err != nil {
 		return err
 	}
+	// Changes are flushed to their destinations before each state commit; the
+	// sinks close after the engine (closers run last-in first-out, and the
+	// engine's deferred Close below runs first).
 	defer func() {
 		if err := eng.Close(); err != nil && retErr == nil {
 			retErr = err

@@ -1,0 +1,39 @@
+# cdcjoin developer targets. `make test` is THE test command (CI runs it).
+SHELL := /bin/bash
+GO ?= go
+
+.PHONY: build test unit deps e2e bench-smoke stack-up stack-down demo fmt vet clean
+
+build:
+	$(GO) build -o bin/cdcjoin ./cmd/cdcjoin
+
+## test: everything CI checks: gofmt, vet, unit + integration tests (-race)
+## against real ClickHouse and Kafka started on loopback, the 30-seed oracle.
+test:
+	scripts/test.sh
+
+## unit: fast tests only, no servers (integration tests skip).
+unit:
+	$(GO) test -short ./...
+
+## deps: install what the tests need on a fresh Debian machine (apt, Maven jars, Go modules).
+deps:
+	scripts/deps.sh
+
+demo: build
+	bin/cdcjoin demo
+
+stack-up:
+	deploy/local/stack.sh up
+
+stack-down:
+	deploy/local/stack.sh down
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/bench"
+)
+
+func benchCommand() command {
+	c := command{
+		name:    "bench",
+		summary: "benchmark the pipeline on generated Debezium traffic; report.json, REPORT.md, charts",
+		usage:   "[--rows N | --sweep N,N,…] [--out DIR] [--pipeline engine|kafka] [--brokers H:P,…] [--clickhouse H:P] [--write-jsonl DIR]",
+	}
+	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		fs := newFlags(&c, stderr, `
+Generates a seeded users/domains workload (cdcgen: real Debezium JSON) and
+drives the real pipeline through four phases: snapshot (op=r initial load),
+cdc (flat out), cdc_rate (paced at half the cdc rate, for latency) and
+storm (renames of a hot parent with many children). Writes report.json,
+REPORT.md and SVG charts into --out, including a terabyte projection.
+With --write-jsonl it only writes the workload as replay input files.`)
+		rows := fs.String("rows", "1e6", "source rows (users + domains) of the snapshot, e.g. 1e6")
+		sweep := fs.String("sweep", "", "comma-separated scale points, e.g. 1e6,1e7,1e8 (bounded by free disk)")
+		out := fs.String("out", "bench-out", "output `dir` for report.json, REPORT.md, charts and state")
+		pipeline := fs.String("pipeline", "engine", "engine (in-process decode+key+join) or kafka (runtime on in-process kfake or --brokers)")
+		brokers := fs.String("brokers", "", "real Kafka brokers `host:port,…` (with --pipeline kafka)")
+		producers := fs.Int("producers", 4, "parallel producers (kafka)")
+		ch := fs.String("clickhouse", "", "ClickHouse native `host:port`: use the ClickHouse sink instead of the null sink")
+		jsonl := fs.String("write-jsonl", "", "write the workload as replay JSONL files into `dir` and exit")
+		seed := fs.Int64("seed", 1, "workload seed")
+		children := fs.Float64("children", 2, "average children per parent")
+		skew := fs.Float64("skew", 0, "Zipf skew (> 1) of children's parents; 0 = uniform")
+		hot := fs.Int64("hot-children", -1, "children of the storm's hot parent (-1: min(rows/20, 1e6))")
+		upads := fs.Int("user-pads", 20, "unselected pad columns per user row")
+		dpads := fs.Int("domain-pads", 10, "unselected pad columns per domain row")
+		padBytes := fs.Int("pad-bytes", 16, "bytes per pad column")
+		schema := fs.String("schema", "off", "Debezium JSON schemas: off, on or mixed")
+		parts := fs.Int("partitions", 8, "partitions per source topic")
+		cdc := fs.String("cdc-events", "0", "records in the flat-out cdc phase (0: max(rows/5, 20000))")
+		rate := fs.Float64("rate", 0, "target rate of the cdc_rate phase, records/s (0: half the measured cdc rate)")
+		rateDur := fs.Duration("rate-duration", 15*time.Second, "length of the cdc_rate phase")
+		renames := fs.Int("storm-renames", 10, "renames of the hot parent in the storm phase")
+		gap := fs.Int("storm-gap", 5000, "cdc records between two storm renames")
+		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64; 8 with --sweep)")
+		batchEv := fs.Int("batch-events", 1000, "events per state commit")
+		sync := fs.Bool("sync", true, "fsync every state commit")
+		linger := fs.Duration("linger", 20*time.Millisecond, "commit a partial batch after this long (engine)")
+		probe := fs.Int("probe-every", 200, "one latency probe per this many records")
+		keep := fs.Bool("keep-state", false, "keep the pebble state directories")
+		note := fs.String("machine-note", "", "free text describing the machine (shared cores, load, disk)")
+		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+		var pi bench.ProjectionInput
+		fs.Float64Var(&pi.ParentBytes, "tb-parent-bytes", 4e12, "projection: parent (users) table bytes")
+		fs.Float64Var(&pi.ChildBytes, "tb-child-bytes", 2e12, "projection: child (domains) table bytes")
+		fs.Float64Var(&pi.ParentRowBytes, "tb-parent-row-bytes", 1000, "projection: average parent row bytes")
+		fs.Float64Var(&pi.ChildRowBytes, "tb-child-row-bytes", 250, "projection: average child row bytes")
+		fs.Float64Var(&pi.CoresPerInstance, "tb-cores", 8, "projection: cores per instance")
+		fs.Float64Var(&pi.DiskPerInstanceGB, "tb-disk-gb", 1900, "projection: usable disk GB per instance")
+		fs.Float64Var(&pi.Utilization, "tb-utilization", 0.7, "projection: usable fraction of an instance's cores")
+		fs.Float64Var(&pi.TargetSnapshotHours, "tb-snapshot-hours", 24, "projection: target snapshot hours")
+		fs.Float64Var(&pi.SinkRowsPerSecond, "tb-sink-rows", 1e6, "projection: ClickHouse ingest rows/s")
+		fs.Float64Var(&pi.CDCRate, "tb-cdc-rate", 50000, "projection: steady CDC records/s after the snapshot")
+		fs.Float64Var(&pi.CDCPeakFactor, "tb-cdc-peak", 3, "projection: CDC peak-to-average ratio")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		n, err := parseCount(*rows)
+		if err != nil {
+			return fmt.Errorf("cdcjoin bench: --rows: %v: %w", err, errUsage)
+		}
+		cdcN, err := parseCount(*cdc)
+		if err != nil {
+			return fmt.Errorf("cdcjoin bench: --cdc-events: %v: %w", err, errUsage)
+		}
+		var points []int64
+		if *sweep != "" {
+			for _, f := range strings.Split(*sweep, ",") {
+				v, err := parseCount(strings.TrimSpace(f))
+				if err != nil {
+					return fmt.Errorf("cdcjoin bench: --sweep: %v: %w", err, errUsage)
+				}
+				points = append(points, v)
+			}
+		}
+		o := bench.Options{
+			Workload: bench.Workload{Seed: *seed, Rows: n, ChildrenPerParent: *children, Skew: *skew, HotChildren: *hot,
+				UserPads: *upads, DomainPads: *dpads, PadBytes: *padBytes, Schema: *schema, Partitions: *parts,
+				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap},
+			Pipeline: *pipeline, Producers: *producers, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
+			BatchEvents: *batchEv, Sync: *sync, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
+			Projection: pi, MachineNote: *note,
+		}
+		if *brokers != "" {
+			o.Brokers = strings.Split(*brokers, ",")
+		}
+		if !*quiet {
+			o.Progress = func(line string) { fmt.Fprintln(stderr, line) }
+		}
+		if *jsonl != "" {
+			files, err := bench.WriteJSONL(ctx, o, *jsonl)
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				fmt.Fprintln(stdout, f)
+			}
+			return nil
+		}
+		rep, err := bench.Run(ctx, o)
+		if rep != nil && len(rep.Points) > 0 {
+			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "report.json"), filepath.Join(*out, "REPORT.md"))
+		}
+		return err
+	}
+	return c
+}
+
+// parseCount parses 1000000, 1e6 or 2.5e6.
+func parseCount(s string) (int64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1e15 {
+		return 0, fmt.Errorf("%q is not a count like 1e6", s)
+	}
+	return int64(f), nil
+}
+

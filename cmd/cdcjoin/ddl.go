@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
+)
+
+func ddlCommand() command {
+	c := command{
+		name:    "ddl",
+		summary: "print the ClickHouse DDL (table and view) for a config",
+		usage:   "--config FILE [--sample FILE] [--server VERSION]",
+	}
+	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		fs := newFlags(&c, stderr, `
+Prints the statements cdcjoin runs to create its ClickHouse output (database,
+table and, in upsert mode, the <table>_current view), so that a DBA can
+create them by hand (then set clickhouse.create_table: false).
+
+Column types come from clickhouse.columns overrides, else from the Debezium
+schemas of --sample (a file in replay input format; the first records with a
+schema of each topic are used), else from defaults (Nullable(String)).`)
+		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required; needs a clickhouse section)")
+		sample := fs.String("sample", "", "records in replay input format to take column types from (`file`)")
+		server := fs.String("server", "latest", "ClickHouse server `version` to write the DDL for, e.g. 18.16 or 24.8")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if *cfgPath == "" {
+			fs.Usage()
+			return fmt.Errorf("cdcjoin ddl: --config is required: %w", errUsage)
+		}
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		srv, err := parseServer(*server)
+		if err != nil {
+			return err
+		}
+		var types []debezium.ColumnType
+		if *sample != "" {
+			if types, err = sampleTypes(cfg, *sample); err != nil {
+				return err
+			}
+		}
+		stmts, err := clickhouse.DDL(cfg, types, srv)
+		if err != nil {
+			return err
+		}
+		for _, s := range stmts {
+			fmt.Fprintf(stdout, "%s;\n\n", strings.TrimSpace(s))
+		}
+		return nil
+	}
+	return c
+}
+
+func parseServer(s string) (clickhouse.Server, error) {
+	if s == "latest" || s == "" {
+		return clickhouse.LatestServer(), nil
+	}
+	major, minor, _ := strings.Cut(s, ".")
+	ma, err1 := strconv.Atoi(major)
+	mi, err2 := strconv.Atoi(strings.SplitN(minor+".0", ".", 2)[0])
+	if err1 != nil || (minor != "" && err2 != nil) {
+		return clickhouse.Server{}, fmt.Errorf("cdcjoin ddl: --server %q: use MAJOR.MINOR, e.g. 23.8: %w", s, errUsage)
+	}
+	return clickhouse.Server{Major: ma, Minor: mi}, nil
+}
+
+// sampleTypes decodes records of path until both sides' schemas were seen
+// (or the file ends) and returns the select list's column types.
+func sampleTypes(cfg *config.Config, path string) ([]debezium.ColumnType, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: %w", err)
+	}
+	defer f.Close()
+	spec := keyed.NewSpec(cfg)
+	decs := map[string]*debezium.Decoder{
+		cfg.Parent.Topic: debezium.NewDecoder(spec.ParentColumns, debezium.Options{}),
+		cfg.Child.Topic:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{}),
+	}
+	side := map[string]config.Side{cfg.Parent.Topic: config.Parent, cfg.Child.Topic: config.Child}
+	seen := map[config.Side][]debezium.ColumnType{}
+	var ev debezium.Event
+	errDone := fmt.Errorf("done")
+	err = engine.ReadJSONL(f, path, func(r *engine.Record) error {
+		d := decs[r.Topic]
+		if d == nil {
+			return nil
+		}
+		if ok, err := d.Decode(r.Key, r.Value, &ev); err != nil || !ok || ev.Types == nil {
+			return nil // a sample: skip what does not help
+		}
+		seen[side[r.Topic]] = append([]debezium.ColumnType(nil), ev.Types...)
+		if len(seen) == 2 {
+			return errDone
+		}
+		return nil
+	})
+	if err != nil && err != errDone {
+		return nil, err
+	}
+	out := make([]debezium.ColumnType, len(spec.Out))
+	for i, o := range spec.Out {
+		if ts := seen[o.Side]; o.Index < len(ts) {
+			out[i] = ts[o.Index]
+		}
+	}
+	return out, nil
+}
