@@ -133,7 +133,7 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	w := &worker{
 		j: j, p: p, store: st, sink: sk, join: keyed.NewJoin(j.spec),
 		emitFrom: committed,
-		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
+		in:       make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 		epoch: uint64(j.cfg.Kafka.Epoch) << 48,
 	}
 	if !has {
