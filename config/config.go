@@ -62,7 +62,7 @@ func (c *Columns) UnmarshalYAML(n *yaml.Node) error {
 		*c = s
 		return nil
 	}
-	return fmt.Errorf("line %d: expected a column name or a list of column names", n.Line)
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expected a column name or a list of column names", n.Line)}}
 }
 
 // Table is one source table: its Debezium topic and primary key columns.
@@ -96,7 +96,7 @@ func (s *Select) UnmarshalYAML(n *yaml.Node) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("line %d: select: expected \"parent.col [AS name], child.col …\"", n.Line)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: select: expected \"parent.col [AS name], child.col …\"", n.Line)}}
 	}
 	var errs []string
 	for _, it := range items {
@@ -117,7 +117,8 @@ func (s *Select) UnmarshalYAML(n *yaml.Node) error {
 		*s = append(*s, si)
 	}
 	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "\n"))
+		// A *yaml.TypeError lets the decoder go on and report other problems.
+		return &yaml.TypeError{Errors: errs}
 	}
 	return nil
 }
