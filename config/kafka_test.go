@@ -1,0 +1,64 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const kafkaBase = `name: j
+parent: {topic: users, key: id}
+child: {topic: domains, key: id, parent_key: user_id}
+select: parent.id, child.id AS domain_id
+state: {dir: /tmp/x}
+`
+
+func TestKafkaOptional(t *testing.T) {
+	c, err := Parse([]byte(kafkaBase), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ValidateForKafka(); err == nil || !strings.Contains(err.Error(), "kafka.brokers is required") {
+		t.Fatalf("ValidateForKafka = %v", err)
+	}
+	if c.Kafka.KeyedTopic() != "j.keyed" || c.Kafka.JoinGroup() != "j-join" || c.Kafka.KeyingGroup() != "j-keying" {
+		t.Errorf("names: %s %s %s", c.Kafka.KeyedTopic(), c.Kafka.JoinGroup(), c.Kafka.KeyingGroup())
+	}
+}
+
+func TestKafkaValid(t *testing.T) {
+	c, err := Parse([]byte(kafkaBase+"kafka: {brokers: [127.0.0.1:9092], group: g, epoch: 3, sasl: {mechanism: scram-sha-512, username: u, password: p}}\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ValidateForKafka(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Kafka.KeyedTopic() != "g.keyed" || c.Kafka.Epoch != 3 {
+		t.Errorf("got %+v", c.Kafka)
+	}
+}
+
+func TestKafkaProblems(t *testing.T) {
+	_, err := Parse([]byte(kafkaBase+`kafka:
+  brokers: [nohost, "h:99999"]
+  epoch: 70000
+  keyed_partitions: -1
+  sasl: {mechanism: gssapi}
+  tls: {ca_file: /nonexistent}
+  session_timeout: 1ms
+  metrics_addr: nope
+`), "t.yaml")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{`"nohost" is not host:port`, `port "99999"`, "kafka.epoch 70000", "keyed_partitions -1",
+		`mechanism "gssapi"`, "tls.enabled is false", "session_timeout 1ms", "metrics_addr"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+	if !strings.Contains(msg, "line 7:") {
+		t.Errorf("problems carry no lines:\n%s", msg)
+	}
+}
