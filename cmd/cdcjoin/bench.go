@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +58,7 @@ With --write-jsonl it only writes the workload as replay input files.`)
 		keep := fs.Bool("keep-state", false, "keep the pebble state directories")
 		note := fs.String("machine-note", "", "free text describing the machine (shared cores, load, disk)")
 		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 		var pi bench.ProjectionInput
 		fs.Float64Var(&pi.ParentBytes, "tb-parent-bytes", 4e12, "projection: parent (users) table bytes")
 		fs.Float64Var(&pi.ChildBytes, "tb-child-bytes", 2e12, "projection: child (domains) table bytes")
@@ -113,6 +116,17 @@ With --write-jsonl it only writes the workload as replay input files.`)
 			}
 			return nil
 		}
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("cdcjoin: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("cdcjoin: cpu profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		rep, err := bench.Run(ctx, o)
 		if rep != nil && len(rep.Points) > 0 {
 			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "report.json"), filepath.Join(*out, "REPORT.md"))
@@ -130,4 +144,3 @@ func parseCount(s string) (int64, error) {
 	}
 	return int64(f), nil
 }
-
