@@ -205,4 +205,4 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 	return d.measureState(pt, true)
 }
 
-var errNoKafka = errors.New("cdcjoin: bench: the kafka pipeline is not available in this build")
+var errNoKafka = errors.New("cdcjoin: bench: --pipeline kafka is not available in this build yet (use the engine pipeline)")
