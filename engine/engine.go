@@ -71,21 +71,21 @@ type Stats struct {
 
 // Engine is the single-process join. Not safe for concurrent use.
 type Engine struct {
-	cfg     *config.Config
-	spec    *keyed.Spec
-	opts    Options
-	store   *joinstate.Store
-	keyer   *keyed.Keyer
-	join    *keyed.Join
-	decs    [3]*debezium.Decoder // indexed by config.Side
-	txn     *joinstate.Txn
-	version uint64
-	pending int
-	ev      debezium.Event
-	stats   Stats
-	emit    keyed.Emit
-	resume  map[topicPart]int64
-	types   [3][]debezium.ColumnType // last schema'd column types per side
+	cfg      *config.Config
+	spec     *keyed.Spec
+	opts     Options
+	store    *joinstate.Store
+	keyer    *keyed.Keyer
+	join     *keyed.Join
+	decoders *Decoders // for Process
+	scratch  Decoded
+	txn      *joinstate.Txn
+	version  uint64
+	pending  int
+	stats    Stats
+	emit     keyed.Emit
+	resume   map[topicPart]int64
+	types    [3][]debezium.ColumnType // last schema'd column types per side
 }
 
 type topicPart struct {
@@ -118,9 +118,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec),
 		resume: map[topicPart]int64{},
 	}
-	dopts := debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}
-	e.decs[config.Parent] = debezium.NewDecoder(spec.ParentColumns, dopts)
-	e.decs[config.Child] = debezium.NewDecoder(spec.ChildColumns, dopts)
+	e.decoders = e.NewDecoders()
 	e.emit = opts.Emit
 	if e.emit == nil {
 		e.emit = func(*keyed.Change) error { return nil }
@@ -192,28 +190,85 @@ func (e *Engine) Store() *joinstate.Store { return e.store }
 // Spec returns the compiled join.
 func (e *Engine) Spec() *keyed.Spec { return e.spec }
 
-func (e *Engine) side(topic string) config.Side {
+// Decoded is a record decoded ahead of Apply (possibly on another goroutine
+// than the one applying it). Its event's slices belong to it, so a Decoded
+// can be reused for another record once applied.
+type Decoded struct {
+	Record Record // Key/Value are kept only when Err is set (for dead-lettering)
+	side   config.Side
+	ok     bool  // false: a tombstone
+	Err    error // a bad-record error naming the record's position
+	ev     debezium.Event
+}
+
+// Decoders decode records for one Engine. Each goroutine needs its own; they
+// share nothing with the Engine but its immutable configuration.
+type Decoders struct {
+	cfg  *config.Config
+	decs [3]*debezium.Decoder
+}
+
+// NewDecoders returns decoders for e's topics.
+func (e *Engine) NewDecoders() *Decoders {
+	d := &Decoders{cfg: e.cfg}
+	dopts := debezium.Options{MaxRecordBytes: e.cfg.Errors.MaxRecordBytes}
+	d.decs[config.Parent] = debezium.NewDecoder(e.spec.ParentColumns, dopts)
+	d.decs[config.Child] = debezium.NewDecoder(e.spec.ChildColumns, dopts)
+	return d
+}
+
+func sideOf(cfg *config.Config, topic string) config.Side {
 	switch topic {
-	case e.cfg.Parent.Topic:
+	case cfg.Parent.Topic:
 		return config.Parent
-	case e.cfg.Child.Topic:
+	case cfg.Child.Topic:
 		return config.Child
 	}
 	return 0
 }
 
-// Process applies one record. Records must come in each partition's offset
-// order. It commits a batch every state.batch_events records. Bad records
-// (undecodable, unkeyable, unknown topic) stop processing with an error
-// naming topic/partition/offset under policy stop; under policy dlq they go
-// to Options.OnBad. Other errors (state, emit, flush) are returned wrapped.
+// Decode decodes r into out. It never fails: a bad record is reported in
+// out.Err and handled by Apply according to the error policy.
+func (d *Decoders) Decode(r *Record, out *Decoded) {
+	out.Record = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+	out.Err, out.ok = nil, false
+	out.side = sideOf(d.cfg, r.Topic)
+	if out.side == 0 {
+		out.Err = fmt.Errorf("cdcjoin: bad record at %s/%d@%d: topic is neither parent.topic (%s) nor child.topic (%s)",
+			r.Topic, r.Partition, r.Offset, d.cfg.Parent.Topic, d.cfg.Child.Topic)
+	} else {
+		var err error
+		out.ok, err = d.decs[out.side].Decode(r.Key, r.Value, &out.ev)
+		if err != nil {
+			out.Err = debezium.AtPosition(err, r.Topic, r.Partition, r.Offset)
+		}
+	}
+	if out.Err != nil {
+		out.Record.Key = append([]byte(nil), r.Key...)
+		out.Record.Value = append([]byte(nil), r.Value...)
+	}
+}
+
+// Process decodes and applies one record; see Apply.
 func (e *Engine) Process(ctx context.Context, r *Record) error {
+	e.decoders.Decode(r, &e.scratch)
+	return e.Apply(ctx, &e.scratch)
+}
+
+// Apply applies one decoded record. Records must come in each partition's
+// offset order. It commits a batch every state.batch_events records. Bad
+// records (undecodable, unkeyable, unknown topic) stop processing with an
+// error naming topic/partition/offset under policy stop; under policy dlq
+// they go to Options.OnBad. Other errors (state, emit, flush) are returned
+// wrapped; after one, the Engine must be closed without Commit.
+func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
+	r := &d.Record
 	e.stats.Records++
 	if next, ok := e.resume[topicPart{r.Topic, r.Partition}]; ok && r.Offset < next {
 		e.stats.Skipped++
 		return nil
 	}
-	if err := e.apply(r); err != nil {
+	if err := e.apply(d); err != nil {
 		var bad *badError
 		if !errors.As(err, &bad) {
 			return err
@@ -240,25 +295,20 @@ type badError struct{ err error }
 
 func (b *badError) Error() string { return b.err.Error() }
 
-func (e *Engine) apply(r *Record) error {
-	side := e.side(r.Topic)
-	if side == 0 {
-		return &badError{fmt.Errorf("cdcjoin: bad record at %s/%d@%d: topic is neither parent.topic (%s) nor child.topic (%s)",
-			r.Topic, r.Partition, r.Offset, e.cfg.Parent.Topic, e.cfg.Child.Topic)}
+func (e *Engine) apply(d *Decoded) error {
+	if d.Err != nil {
+		return &badError{d.Err}
 	}
-	ok, err := e.decs[side].Decode(r.Key, r.Value, &e.ev)
-	if err != nil {
-		return &badError{debezium.AtPosition(err, r.Topic, r.Partition, r.Offset)}
-	}
-	if !ok {
+	if !d.ok {
 		e.stats.Tombstones++
 		return nil
 	}
 	e.stats.Events++
-	if e.ev.Types != nil {
-		e.types[side] = e.ev.Types
+	if d.ev.Types != nil {
+		e.types[d.side] = d.ev.Types
 	}
-	err = e.keyer.Key(e.txn, side, &e.ev, func(in *keyed.Input) error {
+	r := &d.Record
+	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
 		e.version++
 		return e.join.Apply(e.txn, in, e.version, e.emit)
 	})

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
@@ -247,5 +248,81 @@ func runOracle(t *testing.T, join string, seed int64, crash bool) {
 	check(t, seed, "final state", want, materialized(t, e))
 	if len(want) == 0 {
 		t.Fatalf("seed %d: empty join: the test would prove nothing", seed)
+	}
+}
+
+// TestOraclePipeline runs histories through Engine.Run (decoding on a second
+// goroutine) and checks the result against the oracle.
+func TestOraclePipeline(t *testing.T) {
+	ss := seeds(t)
+	if len(ss) > 4 {
+		ss = ss[:4]
+	}
+	for _, seed := range ss {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			h, err := cdcgen.Generate(cdcgen.DefaultOptions(seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := jobConfig(t, "left")
+			model := newSinkModel()
+			e, err := engine.Open(cfg, engine.Options{Emit: model.emit, FS: vfs.NewMem()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			err = e.Run(ctx, func(yield func(*engine.Record) error) error {
+				var rec engine.Record
+				for _, r := range h.Records {
+					rec = engine.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+					if err := yield(&rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := oracle(t, h.Final, true)
+			check(t, seed, "final sink model (pipeline)", want, model.rmt.Live())
+			check(t, seed, "final state (pipeline)", want, materialized(t, e))
+		})
+	}
+}
+
+// TestRunStopsOnBadRecord: under policy stop, Run returns the bad record's
+// error (naming its position) and both stages stop.
+func TestRunStopsOnBadRecord(t *testing.T) {
+	cfg := jobConfig(t, "inner")
+	e, err := engine.Open(cfg, engine.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	n := 0
+	err = e.Run(context.Background(), func(yield func(*engine.Record) error) error {
+		for i := 0; i < 10000; i++ {
+			rec := engine.Record{Topic: cdcgen.DefaultParentTopic, Partition: 0, Offset: int64(i),
+				Value: []byte(`{"op":"c","after":{"id":` + strconv.Itoa(i) + `,"firstname":"a","lastname":"b"}}`)}
+			if i == 700 {
+				rec.Value = []byte(`{"op":"c","after":{"id":`)
+			}
+			n++
+			if err := yield(&rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), cdcgen.DefaultParentTopic+"/0@700") {
+		t.Fatalf("want an error naming %s/0@700, got %v", cdcgen.DefaultParentTopic, err)
+	}
+	if n == 10000 {
+		t.Errorf("the reader was not stopped after the bad record")
 	}
 }

@@ -199,23 +199,23 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 	start := time.Now()
 	lastReport := start
 	var n uint64
-	err = engine.ReadJSONL(in, a.input, func(r *engine.Record) error {
-		if err := eng.Process(ctx, r); err != nil {
-			return err
-		}
-		n++
-		if n&0xffff == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("cdcjoin: replay interrupted after %d records (committed work is kept; rerun with --resume): %w", n, err)
+	err = eng.Run(ctx, func(yield func(*engine.Record) error) error {
+		return engine.ReadJSONL(in, a.input, func(r *engine.Record) error {
+			if err := yield(r); err != nil {
+				return err
 			}
-			if !a.quiet && time.Since(lastReport) >= 2*time.Second {
+			n++
+			if n&0xffff == 0 && !a.quiet && time.Since(lastReport) >= 2*time.Second {
 				lastReport = time.Now()
 				el := time.Since(start).Seconds()
-				fmt.Fprintf(stderr, "cdcjoin replay: %d records, %.0f records/s\n", n, float64(n)/el)
+				fmt.Fprintf(stderr, "cdcjoin replay: %d records read, %.0f records/s\n", n, float64(n)/el)
 			}
-		}
-		return nil
+			return nil
+		})
 	})
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("cdcjoin: replay interrupted after %d records (committed work is kept; rerun with --resume): %w", n, err)
+	}
 	if err != nil {
 		// Keep the work of complete batches; the partial batch is discarded.
 		return err

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// pipelineBatch is a unit of work between the two stages of Run.
+type pipelineBatch struct {
+	recs []Decoded
+	n    int
+}
+
+const (
+	pipelineBatchSize = 256 // records per hand-off
+	pipelineDepth     = 4   // batches in flight between the stages
+)
+
+// Run applies every record src yields, decoding on one goroutine and
+// keying/joining/committing on the calling one, so that two cores overlap.
+// The hand-off is bounded (pipelineDepth batches of pipelineBatchSize
+// records, recycled), so memory stays flat whatever the input size.
+//
+// src is called once, on the decoding goroutine; it must call yield for each
+// record in order and return yield's error if yield fails. The Record passed
+// to yield may be reused by src after yield returns. Run returns the first
+// error of either stage (the other stage is stopped and waited for); it does
+// not commit the final partial batch: call Commit.
+func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	full := make(chan *pipelineBatch, pipelineDepth)
+	free := make(chan *pipelineBatch, pipelineDepth+1)
+	for i := 0; i < pipelineDepth+1; i++ {
+		free <- &pipelineBatch{recs: make([]Decoded, pipelineBatchSize)}
+	}
+	errStopped := errors.New("stopped")
+	var srcErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // owned by Run: stopped by cancel, waited for below
+		defer wg.Done()
+		defer close(full)
+		dec := e.NewDecoders()
+		var b *pipelineBatch
+		send := func() bool {
+			select {
+			case full <- b:
+				b = nil
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		srcErr = src(func(r *Record) error {
+			if b == nil {
+				select {
+				case b = <-free:
+					b.n = 0
+				case <-ctx.Done():
+					return errStopped
+				}
+			}
+			dec.Decode(r, &b.recs[b.n])
+			b.n++
+			if b.n == len(b.recs) && !send() {
+				return errStopped
+			}
+			return nil
+		})
+		if srcErr == nil && b != nil && b.n > 0 {
+			send()
+		}
+	}()
+	var applyErr error
+	for b := range full {
+		if applyErr == nil {
+			for i := 0; i < b.n; i++ {
+				if applyErr = e.Apply(ctx, &b.recs[i]); applyErr != nil {
+					cancel()
+					break
+				}
+			}
+		}
+		free <- b
+	}
+	wg.Wait()
+	if applyErr != nil {
+		return applyErr
+	}
+	if srcErr != nil && !errors.Is(srcErr, errStopped) {
+		return srcErr
+	}
+	return ctx.Err()
+}
