@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-
 )
 
-func runCommand() command   { return notYet("run", "run the join as a service on Kafka") }
-func demoCommand() command  { return notYet("demo", "zero-setup demo on an in-process Kafka") }
+func runCommand() command  { return notYet("run", "run the join as a service on Kafka") }
+func demoCommand() command { return notYet("demo", "zero-setup demo on an in-process Kafka") }
 
 func notYet(name, summary string) command {
 	return command{name: name, summary: summary, run: func(context.Context, []string, io.Writer, io.Writer) error {
