@@ -6,7 +6,6 @@ import (
 	"io"
 )
 
-func runCommand() command  { return notYet("run", "run the join as a service on Kafka") }
 func demoCommand() command { return notYet("demo", "zero-setup demo on an in-process Kafka") }
 
 func notYet(name, summary string) command {

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/runtime"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
+	"github.com/cdcjoin/cdcjoin/sink/jsonl"
+)
+
+func runCommand() command {
+	c := command{
+		name:    "run",
+		summary: "run the join as a service: Debezium topics on Kafka → ClickHouse (or JSON lines)",
+		usage:   "--config FILE [--output FILE] [--log-format text|json] [--log-level LEVEL]",
+	}
+	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		fs := newFlags(&c, stderr, `
+Consumes the parent and child Debezium topics (kafka.brokers), keys every
+change by the join key into the compacted "<group>.keyed" topic (Kafka
+transactions), joins per keyed partition on local pebble state in state.dir,
+and writes upserts and retractions to ClickHouse (the config's clickhouse
+section) or, without one, as JSON lines to --output.
+
+Start more instances with the same config (and their own state.dir) to scale
+out: Kafka's consumer groups spread the partitions. SIGINT/SIGTERM drain:
+in-flight batches are finished and committed before exit. Metrics, /healthz
+and /readyz are served on kafka.metrics_addr.`)
+		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required)")
+		output := fs.String("output", "-", "JSON-lines output `file` when the config has no clickhouse section (- is stdout)")
+		logFormat := fs.String("log-format", "text", "log format: text or json (logs go to stderr)")
+		logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if *cfgPath == "" {
+			fs.Usage()
+			return fmt.Errorf("cdcjoin run: --config is required: %w", errUsage)
+		}
+		log, err := newLogger(stderr, *logFormat, *logLevel)
+		if err != nil {
+			return err
+		}
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return err
+		}
+		if err := cfg.ValidateForKafka(); err != nil {
+			return err
+		}
+		var s sink.Sink
+		if cfg.ClickHouse != nil {
+			ch, err := clickhouse.Open(ctx, cfg, clickhouse.Options{})
+			if err != nil {
+				return err
+			}
+			s = ch
+		} else if *output == "-" {
+			s = jsonl.New(stdout, cfg.OutputNames())
+		} else {
+			f, err := jsonl.Create(*output, cfg.OutputNames())
+			if err != nil {
+				return err
+			}
+			s = f
+		}
+		defer s.Close()
+		log.Info("cdcjoin starting", "version", version, "config", *cfgPath, "brokers", strings.Join(cfg.Kafka.Brokers, ","))
+		err = runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log})
+		if err != nil {
+			return err
+		}
+		log.Info("cdcjoin stopped cleanly")
+		return nil
+	}
+	return c
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("cdcjoin: --log-level %q: use debug, info, warn or error: %w", level, errUsage)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("cdcjoin: --log-format %q: use text or json: %w", format, errUsage)
+}
+
