@@ -96,4 +96,3 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("cdcjoin: --log-format %q: use text or json: %w", format, errUsage)
 }
-
