@@ -86,20 +86,32 @@ func TestCrashRestart(t *testing.T) {
 	produce(t, c.ListenAddrs(), h.Records)
 	m := newModel()
 	dir := t.TempDir()
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 8; i++ {
 		state := dir
 		if rng.IntN(4) == 0 {
 			state = filepath.Join(dir, fmt.Sprint("lost-", i)) // the disk was lost: rebuild
 		}
 		cfg := jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: state, batch: 50 + rng.IntN(200)})
 		s := m.sink()
+		if i%2 == 1 {
+			// A graceful stop (SIGTERM) at a random moment: Run drains
+			// and returns nil.
+			in := start(t, cfg, s)
+			time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+			if err := in.stop(t); err != nil {
+				t.Fatalf("seed %d: graceful stop %d: %v", seed, i, err)
+			}
+			continue
+		}
 		s.failAt, s.failApplied = 1+rng.IntN(8), rng.IntN(2) == 0
 		in := start(t, cfg, s)
 		select {
 		case <-in.done:
 			t.Logf("seed %d: crash %d (flush %d, applied %v): %v", seed, i, s.failAt, s.failApplied, in.err)
-		case <-time.After(30 * time.Second):
-			in.stop(t)
+		case <-time.After(5 * time.Second): // caught up before the failing flush
+			if err := in.stop(t); err != nil {
+				t.Fatalf("seed %d: stop %d: %v", seed, i, err)
+			}
 		}
 	}
 	cfg := jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: dir})
@@ -136,7 +148,7 @@ func TestFaults(t *testing.T) {
 	m := newModel()
 	in := start(t, cfg, m.sink())
 	for _, part := range [][]cdcgen.Record{h.Records[len(h.Records)/3 : 2*len(h.Records)/3], h.Records[2*len(h.Records)/3:]} {
-		for i := 0; i < 5; i++ {
+		for i := 0; i < 8; i++ {
 			for _, topic := range []string{cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, cfg.Kafka.KeyedTopic()} {
 				p := int32(rng.IntN(3))
 				if err := c.MoveTopicPartition(topic, p, int32(rng.IntN(3))); err != nil {
@@ -156,4 +168,70 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("seed %d: %v\n%s", seed, err, diff)
 	}
 	checkFinal(t, seed, m, want)
+}
+
+// TestCompactedRebuild: an instance processes a prefix, the keyed topic is
+// compacted, and a new instance without local state takes over: it
+// rebuilds every partition from the compacted topic, emitting nothing up to
+// the committed offsets, and continues; the output equals the oracle.
+func TestCompactedRebuild(t *testing.T) {
+	seed := time.Now().UnixNano() % 1000
+	h := smallHistory(t, seed, 3000)
+	cp := h.Checkpoints[len(h.Checkpoints)/2]
+	mid, err := h.TablesAt(len(h.Checkpoints) / 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 3)
+	produce(t, c.ListenAddrs(), h.Records[:cp.Records])
+	m := newModel()
+	root := t.TempDir()
+	a := start(t, jobConfig(t, jobOpts{brokers: brokersOf(c), instance: "a", stateDir: filepath.Join(root, "a")}), m.sink())
+	diff, err := m.waitEqual(cdcgen.Join(mid.Users, mid.Domains, false), 60*time.Second, a)
+	if serr := a.stop(t); serr != nil || err != nil || diff != "" {
+		t.Fatalf("seed %d: prefix: run %v, wait %v\n%s", seed, serr, err, diff)
+	}
+	before := m.changes
+	c.Compact()
+	b := start(t, jobConfig(t, jobOpts{brokers: brokersOf(c), instance: "b", stateDir: filepath.Join(root, "b")}), m.sink())
+	time.Sleep(500 * time.Millisecond)
+	m.mu.Lock()
+	reemitted := m.changes - before
+	m.mu.Unlock()
+	if reemitted != 0 {
+		t.Errorf("seed %d: the rebuild emitted %d changes for already committed input", seed, reemitted)
+	}
+	produce(t, c.ListenAddrs(), h.Records[cp.Records:])
+	want := oracle(h, false)
+	diff, err = m.waitEqual(want, 60*time.Second, b)
+	if serr := b.stop(t); serr != nil {
+		t.Errorf("seed %d: Run: %v", seed, serr)
+	}
+	if err != nil || diff != "" {
+		t.Fatalf("seed %d: %v\n%s", seed, err, diff)
+	}
+	checkFinal(t, seed, m, want)
+}
+
+// TestSlowSink: a sink much slower than the input fills the workers'
+// bounded queues, which pauses fetching; the output still equals the
+// oracle.
+func TestSlowSink(t *testing.T) {
+	h := smallHistory(t, 21, 2000)
+	c := newCluster(t, 3)
+	produce(t, c.ListenAddrs(), h.Records)
+	cfg := jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: t.TempDir(), batch: 20})
+	m := newModel()
+	s := m.sink()
+	s.delay = 5 * time.Millisecond
+	in := start(t, cfg, s)
+	want := oracle(h, false)
+	diff, err := m.waitEqual(want, 120*time.Second, in)
+	if serr := in.stop(t); serr != nil {
+		t.Errorf("Run: %v", serr)
+	}
+	if err != nil || diff != "" {
+		t.Fatalf("%v\n%s", err, diff)
+	}
+	checkFinal(t, 21, m, want)
 }

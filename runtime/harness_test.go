@@ -149,6 +149,8 @@ type modelSink struct {
 	failAt      int
 	failApplied bool
 	flushes     int
+	// delay slows every Flush down (a lagging sink).
+	delay time.Duration
 }
 
 func (m *model) sink() *modelSink { return &modelSink{m: m, last: map[cdcgen.RowKey]uint64{}} }
@@ -165,6 +167,7 @@ func (s *modelSink) Write(_ context.Context, cs []keyed.Change) error {
 }
 
 func (s *modelSink) Flush(context.Context) error {
+	time.Sleep(s.delay)
 	m := s.m
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -155,6 +155,9 @@ func (k *keying) run(ctx context.Context) error {
 		}
 		if err := k.transact(ctx, fs); err != nil {
 			k.sess.AllowRebalance()
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return nil // shutdown during a restore: nothing was committed
+			}
 			return err
 		}
 		k.sess.AllowRebalance()
@@ -167,10 +170,13 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		return fmt.Errorf("cdcjoin: keying: begin transaction: %w", err)
 	}
 	k.perr = nil
+	// Records of a transaction are produced even while shutting down, so
+	// that the poll in progress commits as a whole (drain).
+	pctx := context.WithoutCancel(ctx)
 	var err error
 	fs.EachRecord(func(r *kgo.Record) {
 		if err == nil {
-			err = k.record(ctx, r)
+			err = k.record(ctx, pctx, r)
 		}
 	})
 	k.pmu.Lock()
@@ -221,7 +227,7 @@ func (k *keying) abortTxns() {
 
 // record keys one source record. Bad records follow the error policy; other
 // errors are fatal.
-func (k *keying) record(ctx context.Context, r *kgo.Record) error {
+func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 	side, dec := config.Parent, k.decParent
 	if r.Topic == k.cfg.Child.Topic {
 		side, dec = config.Child, k.decChild
@@ -234,7 +240,7 @@ func (k *keying) record(ctx context.Context, r *kgo.Record) error {
 		if errors.As(err, &de) {
 			kind = de.Kind.String()
 		}
-		return k.bad(ctx, r, kind, err)
+		return k.bad(pctx, r, kind, err)
 	}
 	if !ok {
 		k.m.EventsConsumed.WithLabelValues(r.Topic, "tombstone").Inc()
@@ -248,11 +254,11 @@ func (k *keying) record(ctx context.Context, r *kgo.Record) error {
 		}
 	}
 	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
-		return k.produce(ctx, r.Partition, in)
+		return k.produce(pctx, r.Partition, in)
 	})
 	var ke *keyed.KeyError
 	if errors.As(err, &ke) {
-		return k.bad(ctx, r, "key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+		return k.bad(pctx, r, "key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
 	}
 	return err
 }

@@ -125,6 +125,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	adm := kadm.NewClient(admCl)
 	top, err := setup(ctx, cfg, adm, admCl, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing to drain
+		}
 		return err
 	}
 	spec := keyed.NewSpec(cfg)
