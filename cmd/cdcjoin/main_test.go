@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := realMain(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func exampleConfig(t *testing.T, dir, extra string) string {
+	data, err := os.ReadFile("../../testdata/example/user_domains.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(data), "./state/user_domains", filepath.Join(dir, "state"), 1) + extra
+	return writeFile(t, dir, "job.yaml", cfg)
+}
+
+func TestReplayExample(t *testing.T) {
+	dir := t.TempDir()
+	cfg := exampleConfig(t, dir, "")
+	code, out, errs := run(t, "replay", "--config", cfg, "--input", "../../testdata/example/snapshot.jsonl", "--final", "-", "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := `{"user_id":1,"firstname":"Egor","lastname":"Myasnik","domain_id":1,"domain_name":"Approval"}
+{"user_id":1,"firstname":"Egor","lastname":"Myasnik","domain_id":2,"domain_name":"Rejection"}
+{"user_id":1,"firstname":"Egor","lastname":"Myasnik","domain_id":3,"domain_name":"Stoppage"}
+{"user_id":3,"firstname":"Mitya","lastname":"Volk","domain_id":4,"domain_name":"Cancellation"}
+`
+	if out != want {
+		t.Errorf("final join:\n%s\nwant:\n%s", out, want)
+	}
+	// Running again on the same state without --resume is refused.
+	code, _, errs = run(t, "replay", "--config", cfg, "--input", "../../testdata/example/snapshot.jsonl", "--quiet")
+	if code == 0 || !strings.Contains(errs, "--resume") {
+		t.Errorf("want a refusal naming --resume, got %d %q", code, errs)
+	}
+	// With --resume everything is skipped and the result is the same.
+	code, out, errs = run(t, "replay", "--config", cfg, "--input", "../../testdata/example/snapshot.jsonl", "--resume", "--final", "-", "--quiet")
+	if code != 0 || out != want {
+		t.Errorf("resume: exit %d, %s %s", code, out, errs)
+	}
+}
+
+const poison = `{"topic":"dbserver1.public.users","partition":0,"offset":0,"key":{"id":1},"value":{"op":"c","after":{"id":1,"firstname":"A","lastname":"B"}}}
+{"topic":"dbserver1.public.users","partition":0,"offset":1,"key":{"id":2},"value":{"op":"x","after":{"id":2,"firstname":"A","lastname":"B"}}}
+{"topic":"dbserver1.public.domains","partition":0,"offset":0,"key":{"id":1},"value":{"op":"c","after":{"id":1,"user_id":1,"domain_name":"a.com"}}}
+`
+
+func TestReplayBadRecordStops(t *testing.T) {
+	dir := t.TempDir()
+	cfg := exampleConfig(t, dir, "")
+	in := writeFile(t, dir, "in.jsonl", poison)
+	code, _, errs := run(t, "replay", "--config", cfg, "--input", in, "--quiet")
+	if code != 1 || !strings.Contains(errs, "dbserver1.public.users/0@1") || !strings.Contains(errs, "unknown_op") {
+		t.Fatalf("want exit 1 naming the record and the reason, got %d %q", code, errs)
+	}
+}
+
+func TestReplayBadRecordDLQ(t *testing.T) {
+	dir := t.TempDir()
+	cfg := exampleConfig(t, dir, "errors: {policy: dlq, dlq_topic: user_domains.dlq}\n")
+	in := writeFile(t, dir, "in.jsonl", poison)
+	bad := filepath.Join(dir, "bad.jsonl")
+	code, out, errs := run(t, "replay", "--config", cfg, "--input", in, "--bad-records", bad, "--final", "-", "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, `"domain_name":"a.com"`) {
+		t.Errorf("the good records were not joined: %s", out)
+	}
+	b, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"offset":1`) || !strings.Contains(string(b), "unknown_op") || strings.Count(string(b), "\n") != 1 {
+		t.Errorf("bad-records file: %s", b)
+	}
+}
+
+func TestBadConfigExit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "bad.yaml", "name: x\njoin: sideways\n")
+	code, _, errs := run(t, "replay", "--config", cfg, "--input", "-")
+	if code != 1 || !strings.Contains(errs, "line 2") || !strings.Contains(errs, "parent.topic is required") {
+		t.Fatalf("got %d %q", code, errs)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if code, out, _ := run(t, "help"); code != 0 || !strings.Contains(out, "replay") || !strings.Contains(out, "demo") {
+		t.Errorf("help: %d %s", code, out)
+	}
+	if code, _, errs := run(t, "replay"); code != 2 || !strings.Contains(errs, "--config") {
+		t.Errorf("missing flags: %d %s", code, errs)
+	}
+	if code, _, _ := run(t, "nope"); code != 2 {
+		t.Errorf("unknown command: %d", code)
+	}
+}
