@@ -133,6 +133,8 @@ type State struct {
 	Dir string `yaml:"dir"`
 	// CacheMB is pebble's block cache size in MiB (default 64).
 	CacheMB int `yaml:"cache_mb"`
+	// MemTableMB is pebble's memtable size in MiB (default 32).
+	MemTableMB int `yaml:"memtable_mb"`
 	// BatchEvents is how many input events are applied per pebble batch
 	// (default 1000). Larger batches amortize the commit; smaller ones bound
 	// the work redone after a crash.
@@ -362,6 +364,9 @@ func (c *Config) validate(p *Problems) {
 	}
 	if c.State.Dir == "" {
 		c.add(p, "state.dir is required (a local directory for the join state)", "state", "dir")
+	}
+	if c.State.MemTableMB < 0 {
+		c.add(p, "state.memtable_mb must be positive", "state", "memtable_mb")
 	}
 	if c.State.CacheMB < 0 {
 		c.add(p, "state.cache_mb must be positive", "state", "cache_mb")

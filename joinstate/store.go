@@ -25,6 +25,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -47,6 +48,8 @@ type Options struct {
 	// FS overrides the filesystem (tests: vfs.NewMem, crash and error
 	// injection). Default: the OS filesystem.
 	FS vfs.FS
+	// MemTableBytes is pebble's memtable size (default 32 MiB).
+	MemTableBytes uint64
 	// Logger receives pebble's informational messages; nil discards them.
 	Logger pebble.Logger
 }
@@ -81,7 +84,15 @@ func Open(opts Options) (*Store, error) {
 	if po.Logger == nil {
 		po.Logger = quietLogger{}
 	}
-	po.MemTableSize = 32 << 20
+	po.MemTableSize = opts.MemTableBytes
+	if po.MemTableSize == 0 {
+		po.MemTableSize = 32 << 20
+	}
+	// Most lookups are point gets of keys that often do not exist (a new
+	// child, a parent not seen yet): bloom filters let them skip tables.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
