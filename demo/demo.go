@@ -23,6 +23,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/runtime"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -32,6 +33,10 @@ type Options struct {
 	// Sink, if set, also receives every change (e.g. a ClickHouse sink);
 	// the demo flushes it with its own and does not close it.
 	Sink sink.Sink
+	// ClickHouseAddr, if set (host:port, native protocol), also writes the
+	// join into ClickHouse (database cdcjoin_demo, table user_domains, view
+	// user_domains_current), with a sink the demo opens and closes itself.
+	ClickHouseAddr string
 	// StateDir holds the join state (default: a temporary directory,
 	// removed on return).
 	StateDir string
@@ -81,6 +86,21 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(jobYAML, opts.StateDir, broker)), "demo.yaml")
 	if err != nil {
 		return fmt.Errorf("cdcjoin: demo: %w", err)
+	}
+	if opts.ClickHouseAddr != "" && opts.Sink == nil {
+		chCfg, err := cfg.WithClickHouse(opts.ClickHouseAddr)
+		if err != nil {
+			return fmt.Errorf("cdcjoin: demo: %w", err)
+		}
+		chCfg.ClickHouse.Database = "cdcjoin_demo"
+		ch, err := clickhouse.Open(ctx, chCfg, clickhouse.Options{Recreate: true})
+		if err != nil {
+			return fmt.Errorf("cdcjoin: demo: %w", err)
+		}
+		defer ch.Close()
+		opts.Sink = ch
+		defer fmt.Fprintf(w, "ClickHouse (%[2]s): SELECT * FROM cdcjoin_demo.%[1]s shows the same join\n",
+			clickhouse.ViewName(chCfg.ClickHouse), opts.ClickHouseAddr)
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

@@ -29,7 +29,15 @@ echo "== go test -race (integration tests against the real servers)"
 go test -race -short -count=1 -timeout 30m ./...
 echo "== oracle: 30 seeds x INNER/LEFT, crash/restart"
 go test -count=1 -timeout 30m -run 'TestOracle' ./engine/
-echo "== cdcjoin demo"
-go run ./cmd/cdcjoin demo > /tmp/cdcjoin-demo.out
-grep -q "Cancellation" /tmp/cdcjoin-demo.out
+echo "== cdcjoin demo (also into ClickHouse)"
+go build -o bin/cdcjoin ./cmd/cdcjoin
+bin/cdcjoin demo --clickhouse "$CDCJOIN_CLICKHOUSE_ADDR" | tee /tmp/cdcjoin-demo.out | tail -8
+grep -q "done: every step matched the expected join." /tmp/cdcjoin-demo.out
+got=$(clickhouse-client --port "${CDCJOIN_CLICKHOUSE_ADDR##*:}" -q \
+  "SELECT user_id, firstname, lastname, domain_id, domain_name FROM cdcjoin_demo.user_domains_current ORDER BY user_id, domain_id FORMAT CSV")
+want='1,"Egor","Myasnikov",1,"Approval"
+1,"Egor","Myasnikov",2,"Rejection"
+2,"Pavel","Hvastun",3,"Stoppage"
+2,"Pavel","Hvastun",5,"Renewal"'
+if [ "$got" != "$want" ]; then echo "demo: ClickHouse holds:"; echo "$got"; echo "want:"; echo "$want"; exit 1; fi
 echo "test: all passed"

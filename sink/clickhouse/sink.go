@@ -39,6 +39,9 @@ type Options struct {
 	// exist and no type is known, the table is created at the first Write
 	// with types inferred from its values (see ColumnTypes).
 	Types []debezium.ColumnType
+	// Recreate drops the table and its view first (destroys their data:
+	// for demos and tests whose versions start over).
+	Recreate bool
 }
 
 // Sink writes keyed.Change values into a ClickHouse table. See the package
@@ -128,6 +131,9 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		s.srv = Server{Major: int(v.Version.Major), Minor: int(v.Version.Minor)}
 		return nil
 	})
+	if err == nil && opts.Recreate {
+		err = s.drop(ctx)
+	}
 	if err == nil && (knownTypes(opts.Types) || s.tableExists(ctx)) {
 		err = s.setup(ctx, nil)
 	}
@@ -142,6 +148,20 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		go s.worker()
 	}
 	return s, nil
+}
+
+// drop removes the table and its view.
+func (s *Sink) drop(ctx context.Context) error {
+	db := quoteIdent(s.chc.Database)
+	for _, q := range []string{
+		"DROP TABLE IF EXISTS " + db + "." + quoteIdent(ViewName(s.chc)),
+		"DROP TABLE IF EXISTS " + db + "." + quoteIdent(s.chc.Table),
+	} {
+		if err := s.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("cdcjoin: clickhouse: %s: %w", q, err)
+		}
+	}
+	return nil
 }
 
 // Server returns the detected server version.
