@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: build test unit deps e2e bench-smoke stack-up stack-down demo fmt vet clean
+.PHONY: build test unit deps e2e bench-smoke bench stack-up stack-down demo fmt vet clean
 
 build:
 	$(GO) build -o bin/cdcjoin ./cmd/cdcjoin
@@ -19,6 +19,14 @@ unit:
 ## deps: install what the tests need on a fresh Debian machine (apt, Maven jars, Go modules).
 deps:
 	scripts/deps.sh
+
+## bench-smoke: a 20,000-row run of the benchmark harness (< 2 min); checks its report.
+bench-smoke:
+	bench/smoke.sh
+
+## bench: the 1e6-row benchmark (reports under bench/out/)
+bench: build
+	bin/cdcjoin bench --rows 1e6 --out bench/out
 
 demo: build
 	bin/cdcjoin demo
