@@ -1,0 +1,512 @@
+// Command cdcjoin-e2e is the real-stack end-to-end test of cdcjoin, run by
+// e2e/run.sh (`make e2e`) against the servers of deploy/local/:
+//
+//  1. prepares a fresh source database (e2e, from schema.sql, plus a base
+//     load), deletes the e2e topics, groups, ClickHouse tables and state;
+//  2. registers a Debezium connector for it and starts one
+//     `cdcjoin run --config F` per -configs file;
+//  3. waits for the snapshot, runs a scripted and a seeded random DML
+//     workload, killing every cdcjoin with SIGKILL in the middle and
+//     restarting it;
+//  4. waits until cdcjoin has caught up (keying group lag 0 on the source
+//     topics, join group committed past the keyed topics' last records);
+//  5. compares each config's ClickHouse <table>_current with the same
+//     JOIN computed by PostgreSQL, row for row and column for column;
+//  6. runs the negative control (tampers with the last config's table and
+//     requires the comparison to fail), prints the report.
+//
+// It exits 0 when every comparison passed and the negative control failed
+// as it must; 1 otherwise. Servers come from the CDCJOIN_* environment
+// variables written by deploy/local/stack.sh (deploy/local/.run/env).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/e2e"
+)
+
+type job struct {
+	path string
+	cfg  *config.Config
+	proc *e2e.Process
+}
+
+type options struct {
+	bin, configs, connector, schema, db, logDir string
+	seed                                        uint64
+	size                                        e2e.Size
+	kill, negative                              bool
+	timeout                                     time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "cdcjoin", "bin/cdcjoin", "the cdcjoin binary (run as `cdcjoin run --config F`)")
+	flag.StringVar(&o.configs, "configs", "deploy/local/e2e-inner.yaml,deploy/local/e2e-left.yaml", "comma-separated cdcjoin configs, each run as its own process")
+	flag.StringVar(&o.connector, "connector", "deploy/local/debezium-postgres.json", "Debezium connector file; database, slot, publication and topic prefix are overridden")
+	flag.StringVar(&o.schema, "schema", "deploy/local/schema.sql", "schema of the source database")
+	flag.StringVar(&o.db, "db", "e2e", "source database (dropped and recreated)")
+	flag.StringVar(&o.logDir, "logdir", "deploy/local/.run/e2e", "directory for the cdcjoin logs")
+	flag.Uint64Var(&o.seed, "seed", 1, "workload seed")
+	flag.IntVar(&o.size.BaseUsers, "base-users", e2e.DefaultSize.BaseUsers, "users in the snapshot")
+	flag.IntVar(&o.size.BaseDomains, "base-domains", e2e.DefaultSize.BaseDomains, "domains in the snapshot")
+	flag.IntVar(&o.size.HotDomains, "hot-domains", e2e.DefaultSize.HotDomains, "domains of the hot user")
+	flag.IntVar(&o.size.RandomTxs, "random-txs", e2e.DefaultSize.RandomTxs, "random transactions")
+	o.size.ToastBytes = e2e.DefaultSize.ToastBytes
+	flag.BoolVar(&o.kill, "kill", true, "kill -9 and restart cdcjoin in the middle of the workload")
+	flag.BoolVar(&o.negative, "negative", true, "run the negative control after the comparisons")
+	flag.DurationVar(&o.timeout, "timeout", 8*time.Minute, "overall deadline")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	err := run(ctx, o)
+	cancel()
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: FAIL:", err)
+		os.Exit(1)
+	}
+	fmt.Println("e2e: PASS")
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("e2e: %s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+func env(name string) (string, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("cdcjoin: e2e: %s is not set (source deploy/local/.run/env)", name)
+	}
+	return v, nil
+}
+
+func run(ctx context.Context, o options) (err error) {
+	t0 := time.Now()
+	var pgDSN, brokers, connectURL, chAddr string
+	for _, v := range []struct {
+		dst  *string
+		name string
+	}{{&pgDSN, "CDCJOIN_POSTGRES_DSN"}, {&brokers, "CDCJOIN_KAFKA_BROKERS"}, {&connectURL, "CDCJOIN_CONNECT_URL"}, {&chAddr, "CDCJOIN_CLICKHOUSE_ADDR"}} {
+		if *v.dst, err = env(v.name); err != nil {
+			return err
+		}
+	}
+	var jobs []*job
+	for _, p := range strings.Split(o.configs, ",") {
+		cfg, err := config.Load(p)
+		if err != nil {
+			return err
+		}
+		if err := cfg.ValidateForKafka(); err != nil {
+			return err
+		}
+		if cfg.ClickHouse == nil || cfg.ClickHouse.Mode != config.ModeUpsert {
+			return fmt.Errorf("cdcjoin: e2e: %s: needs a clickhouse section in upsert mode", p)
+		}
+		jobs = append(jobs, &job{path: p, cfg: cfg})
+	}
+	src := []string{jobs[0].cfg.Parent.Topic, jobs[0].cfg.Child.Topic}
+	prefix := strings.TrimSuffix(src[0], ".public.users")
+	for _, j := range jobs {
+		if j.cfg.Parent.Topic != src[0] || j.cfg.Child.Topic != src[1] {
+			return fmt.Errorf("cdcjoin: e2e: %s: all configs must read %v", j.path, src)
+		}
+	}
+	if prefix == src[0] {
+		return fmt.Errorf("cdcjoin: e2e: parent topic %q is not <prefix>.public.users", src[0])
+	}
+
+	// --- prepare ---
+	adm, err := e2e.NewAdmin(strings.Split(brokers, ","))
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	ch, err := e2e.OpenClickHouse(ctx, chAddr)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	conn := &e2e.Connect{URL: connectURL}
+	names, err := conn.Connectors(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, "cdcjoin-e2e") {
+			if err := conn.Unregister(ctx, n); err != nil {
+				return err
+			}
+		}
+	}
+	if err := e2e.RecreateDatabase(ctx, pgDSN, o.db, o.schema); err != nil {
+		return err
+	}
+	dsn, err := e2e.WithDatabase(pgDSN, o.db)
+	if err != nil {
+		return err
+	}
+	pg, err := e2e.OpenPostgres(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer pg.Close(context.Background())
+	var topics, groups, keyedTopics []string
+	topics = append(topics, src...)
+	for _, j := range jobs {
+		k := &j.cfg.Kafka
+		topics = append(topics, k.KeyedTopic(), k.ChildIndexTopic())
+		if j.cfg.Errors.DLQTopic != "" {
+			topics = append(topics, j.cfg.Errors.DLQTopic)
+		}
+		keyedTopics = append(keyedTopics, k.KeyedTopic())
+		groups = append(groups, k.KeyingGroup(), k.JoinGroup())
+		if err := ch.DropTable(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(j.cfg.State.Dir); err != nil {
+			return fmt.Errorf("cdcjoin: e2e: %w", err)
+		}
+	}
+	if err := adm.DeleteGroups(ctx, groups...); err != nil {
+		return err
+	}
+	dctx, dcancel := context.WithTimeout(ctx, time.Minute)
+	err = adm.DeleteTopics(dctx, topics...)
+	dcancel()
+	if err != nil {
+		return err
+	}
+	rep := &report{}
+	wl := e2e.NewWorkload(o.seed, o.size)
+	apply := func(txs ...e2e.Tx) (int64, error) {
+		var last int64
+		for _, tx := range txs {
+			n, txid, err := pg.Apply(ctx, tx)
+			if err != nil {
+				return 0, err
+			}
+			rep.sourceRows += n
+			rep.sourceTxs++
+			last = txid
+		}
+		return last, nil
+	}
+	if _, err := apply(wl.BaseLoad()...); err != nil {
+		return err
+	}
+	logf("prepared database %s (base load: %d rows) in %v", o.db, rep.sourceRows, time.Since(t0).Round(time.Millisecond))
+
+	// --- connector and cdcjoin ---
+	w, err := e2e.NewWatcher(strings.Split(brokers, ","), src, keyedTopics)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	connName := fmt.Sprintf("cdcjoin-e2e-%d", time.Now().UnixNano())
+	slot := strings.ReplaceAll("cdcjoin_"+o.db, "-", "_")
+	ccfg, err := e2e.ConnectorConfig(o.connector, map[string]string{
+		"database.dbname": o.db, "topic.prefix": prefix, "slot.name": slot, "publication.name": slot,
+	})
+	if err != nil {
+		return err
+	}
+	if err := conn.Register(ctx, connName, ccfg); err != nil {
+		return err
+	}
+	defer func() {
+		uctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+		defer c()
+		if uerr := conn.Unregister(uctx, connName); uerr != nil {
+			logf("warning: %v", uerr)
+		}
+	}()
+	logf("connector %s RUNNING", connName)
+	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+		return fmt.Errorf("cdcjoin: e2e: %w", err)
+	}
+	smp := newSampler(adm, jobs, src)
+	sctx, scancel := context.WithCancel(ctx)
+	var swg sync.WaitGroup
+	swg.Add(1)
+	go func() { defer swg.Done(); smp.run(sctx) }()
+	defer func() { scancel(); swg.Wait() }()
+
+	alive := func() error {
+		for _, j := range jobs {
+			if j.proc == nil {
+				continue
+			}
+			if exited, perr := j.proc.Exited(); exited {
+				return fmt.Errorf("cdcjoin: e2e: cdcjoin for %s exited unexpectedly (%v); see %s", j.path, perr, j.proc.Log)
+			}
+		}
+		return w.Err()
+	}
+	if err := waitFor(ctx, "Debezium snapshot", 3*time.Minute, func() (bool, error) { return w.SnapshotDone(), alive() }); err != nil {
+		return err
+	}
+	logf("snapshot done at %v", time.Since(t0).Round(time.Millisecond))
+	// cdcjoin needs the source topics: start it once they exist.
+	for _, j := range jobs {
+		j.proc = &e2e.Process{Bin: o.bin, Config: j.path, Log: filepath.Join(o.logDir, j.cfg.Name+".log")}
+		if err := j.proc.Start(); err != nil {
+			return err
+		}
+		logf("started cdcjoin run --config %s (log %s)", j.path, j.proc.Log)
+	}
+	defer func() {
+		for _, j := range jobs {
+			if j.proc == nil {
+				continue
+			}
+			if serr := j.proc.Stop(20 * time.Second); serr != nil && err == nil {
+				err = fmt.Errorf("cdcjoin: e2e: %s: exit: %w", j.path, serr)
+			}
+		}
+	}()
+
+	// --- workload ---
+	tw := time.Now()
+	scripted := wl.Scripted()
+	if _, err := apply(scripted...); err != nil {
+		return err
+	}
+	logf("scripted workload: %d transactions", len(scripted))
+	if _, err := apply(wl.HotUser()); err != nil {
+		return err
+	}
+	n := o.size.RandomTxs
+	if _, err := apply(wl.Random(n * 2 / 5)...); err != nil {
+		return err
+	}
+	if _, err := apply(wl.HotRename()); err != nil {
+		return err
+	}
+	if o.kill {
+		time.Sleep(300 * time.Millisecond) // let the fan-out start
+		for _, j := range jobs {
+			j.proc.Kill()
+		}
+		rep.killedAt = time.Since(t0)
+		logf("kill -9 every cdcjoin")
+	}
+	if _, err := apply(wl.Random(n / 5)...); err != nil {
+		return err
+	}
+	if o.kill {
+		for _, j := range jobs {
+			if err := j.proc.Start(); err != nil {
+				return err
+			}
+		}
+		logf("restarted every cdcjoin")
+	}
+	if _, err := apply(wl.Random(n - n*2/5 - n/5)...); err != nil {
+		return err
+	}
+	if _, err := apply(wl.HotRename()); err != nil {
+		return err
+	}
+	markerTx, err := apply(wl.Marker(1))
+	if err != nil {
+		return err
+	}
+	tEnd := time.Now()
+	rep.workload = tEnd.Sub(tw)
+	logf("workload done: %d transactions, %d source rows changed, in %v", rep.sourceTxs, rep.sourceRows, rep.workload.Round(time.Millisecond))
+
+	// --- convergence ---
+	if err := waitFor(ctx, "end marker in the Debezium topics", 2*time.Minute, func() (bool, error) { return w.SawTx(markerTx), alive() }); err != nil {
+		return err
+	}
+	logf("Debezium shipped the end marker after %v", time.Since(tEnd).Round(time.Millisecond))
+	marks := 1
+	nudge := func() error {
+		marks++
+		_, err := apply(wl.Marker(marks))
+		return err
+	}
+	for _, j := range jobs {
+		n, err := waitCaughtUp(ctx, adm, w, j, src, alive, nudge)
+		rep.nudges += n
+		if err != nil {
+			return err
+		}
+	}
+	var failures []string
+	for _, j := range jobs {
+		d, err := compareUntilEqual(ctx, pg, ch, j, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		logf("%s (%s join): %s", j.cfg.Name, j.cfg.Join, d.Report(10))
+		if !d.Equal() {
+			failures = append(failures, j.cfg.Name)
+		}
+		rep.outputRows = append(rep.outputRows, fmt.Sprintf("%s=%d", j.cfg.Name, d.Want))
+	}
+	rep.converge = time.Since(tEnd)
+	scancel()
+	swg.Wait()
+	rep.ops = w.Ops()
+	rep.peaks = smp.peaks()
+
+	// --- negative control ---
+	if o.negative && len(failures) == 0 {
+		j := jobs[len(jobs)-1]
+		k, err := ch.Tamper(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table)
+		if err != nil {
+			return err
+		}
+		d, err := compare(ctx, pg, ch, j)
+		if err != nil {
+			return err
+		}
+		switch {
+		case k < 2:
+			failures = append(failures, "negative control: fewer than 2 rows to tamper with")
+		case d.Equal():
+			failures = append(failures, "negative control: comparison PASSED on a tampered table")
+		case len(d.Missing) != 2 || len(d.Extra) != 1:
+			failures = append(failures, fmt.Sprintf("negative control: expected 2 missing and 1 extra row, got %s", d.Report(5)))
+		default:
+			logf("negative control OK: tampered %s (1 corrupted, 1 dropped row): %s", j.cfg.Name, d.Report(3))
+		}
+	}
+	rep.total = time.Since(t0)
+	rep.print()
+	if len(failures) > 0 {
+		return errors.New("cdcjoin: e2e: " + strings.Join(failures, "; "))
+	}
+	return nil
+}
+
+func waitFor(ctx context.Context, what string, limit time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cdcjoin: e2e: %s: not reached within %v", what, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cdcjoin: e2e: waiting for %s: %w", what, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitCaughtUp waits until j's keying group has committed every source
+// record and its join group has committed past the last committed record
+// of every keyed partition (the join commits a position only after the
+// sink accepted its changes, so the sink is then drained).
+//
+// The join stage commits its position to Kafka after a poll returns, so
+// with no new input its last position can stay uncommitted; nudge (a
+// source change outside the join's projection) wakes it up. It is called
+// at most once a second while only the join group is behind, and its
+// count is returned.
+func waitCaughtUp(ctx context.Context, adm *e2e.Admin, w *e2e.Watcher, j *job, src []string, alive func() error, nudge func() error) (int, error) {
+	k := &j.cfg.Kafka
+	var last string
+	nudges := 0
+	var lastNudge time.Time
+	var target map[int32]int64
+	err := waitFor(ctx, j.cfg.Name+" caught up", 2*time.Minute, func() (bool, error) {
+		if err := alive(); err != nil {
+			return false, err
+		}
+		kl, err := adm.Lag(ctx, k.KeyingGroup(), src...)
+		if err != nil {
+			return false, err
+		}
+		if kl.Records > 0 {
+			last = fmt.Sprintf("keying lag %d", kl.Records)
+			return false, nil
+		}
+		// The keyed topic's end may be commit markers: the tail read
+		// with read_committed tells where its last record is; give the
+		// watcher a moment after the keying stage finished.
+		if target == nil {
+			tail, idle := w.KeyedTail(k.KeyedTopic())
+			if idle < time.Second {
+				last = "keyed topic still growing"
+				return false, nil
+			}
+			target = tail // fixed from here on: nudges append no-ops
+		}
+		jl, err := adm.Lag(ctx, k.JoinGroup(), k.KeyedTopic())
+		if err != nil {
+			return false, err
+		}
+		for p, end := range target {
+			if c := jl.Committed[k.KeyedTopic()][p]; c < end {
+				last = fmt.Sprintf("join group at %d of %d on partition %d", c, end, p)
+				if time.Since(lastNudge) >= time.Second {
+					lastNudge = time.Now()
+					nudges++
+					return false, nudge()
+				}
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil && last != "" {
+		return nudges, fmt.Errorf("%w (last: %s)", err, last)
+	}
+	if err == nil {
+		logf("%s caught up (keying lag 0, join group past the keyed topic's last record; %d nudges)", j.cfg.Name, nudges)
+	}
+	return nudges, err
+}
+
+func compare(ctx context.Context, pg *e2e.Postgres, ch *e2e.ClickHouse, j *job) (*e2e.Difference, error) {
+	want, err := pg.Join(ctx, j.cfg.Join == config.Left)
+	if err != nil {
+		return nil, err
+	}
+	got, err := ch.Rows(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table+"_current")
+	if err != nil {
+		return nil, err
+	}
+	return e2e.Diff(want, got), nil
+}
+
+// compareUntilEqual compares, retrying for up to limit while different
+// (ClickHouse may apply an accepted insert a moment later).
+func compareUntilEqual(ctx context.Context, pg *e2e.Postgres, ch *e2e.ClickHouse, j *job, limit time.Duration) (*e2e.Difference, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		d, err := compare(ctx, pg, ch, j)
+		if err != nil || d.Equal() || time.Now().After(deadline) {
+			return d, err
+		}
+		select {
+		case <-ctx.Done():
+			return d, nil
+		case <-time.After(time.Second):
+		}
+	}
+}
