@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -101,7 +102,7 @@ func (p *Postgres) Apply(ctx context.Context, tx Tx) (rows int64, txid int64, er
 	for _, s := range tx.Stmts {
 		tag, err := t.Exec(ctx, s.SQL, s.Args...)
 		if err != nil {
-			return 0, 0, fmt.Errorf("cdcjoin: e2e: %q: %s %v: %w", tx.Name, s.SQL, s.Args, err)
+			return 0, 0, fmt.Errorf("cdcjoin: e2e: %q: %s %s: %w", tx.Name, s.SQL, shortArgs(s.Args), err)
 		}
 		rows += tag.RowsAffected()
 	}
@@ -168,4 +169,24 @@ func (p *Postgres) Count(ctx context.Context, table string) (int64, error) {
 		return 0, fmt.Errorf("cdcjoin: e2e: count %s: %w", table, err)
 	}
 	return n, nil
+}
+
+// shortArgs formats statement arguments for an error message, eliding
+// long values.
+func shortArgs(args []any) string {
+	var b []string
+	for _, a := range args {
+		v := fmt.Sprint(a)
+		if p, ok := a.(*string); ok {
+			v = "NULL"
+			if p != nil {
+				v = *p
+			}
+		}
+		if len(v) > 40 {
+			v = fmt.Sprintf("%.30s…(%d bytes)", v, len(v))
+		}
+		b = append(b, v)
+	}
+	return "[" + strings.Join(b, " ") + "]"
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Stmt is one SQL statement with its positional ($1…) arguments.
@@ -121,7 +122,11 @@ func (w *Workload) longName() string {
 	for b.Len() < w.size.ToastBytes {
 		fmt.Fprintf(&b, "%s-%d.", w.pick(words), w.rng.Uint32())
 	}
-	return b.String()[:w.size.ToastBytes]
+	s := b.String()[:w.size.ToastBytes]
+	for !utf8.ValidString(s) { // do not cut a rune in two
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 func (w *Workload) price() string {
