@@ -95,6 +95,10 @@ func (k *Kafka) KeyedTopic() string { return k.Group + ".keyed" }
 // ChildIndexTopic is the keying stage's compacted child-index changelog.
 func (k *Kafka) ChildIndexTopic() string { return k.Group + ".child-index" }
 
+// ParentIndexTopic is the keying stage's compacted parent-index changelog
+// (parent key → last row, to complete TOAST placeholders).
+func (k *Kafka) ParentIndexTopic() string { return k.Group + ".parent-index" }
+
 // KeyingGroup is the keying stage's consumer group.
 func (k *Kafka) KeyingGroup() string { return k.Group + "-keying" }
 

@@ -5,6 +5,7 @@
 //	'P' joinKey                → parent record: version, padded-row version, projected parent row
 //	'C' joinKey childKey       → child record: version, projected child row (map state, prefix-scannable)
 //	'I' childKey               → joinKey + row (child index: where a child lives, its last row)
+//	'J' parentKey              → row (parent index of a keying stage: the parent's last row)
 //	'O' topic 0x00 partition   → next offset to consume (input positions)
 //	'M' name                   → metadata (version counter, config fingerprint, …)
 //
@@ -33,6 +34,7 @@ const (
 	prefixParent   = 'P'
 	prefixChild    = 'C'
 	prefixIndex    = 'I'
+	prefixPIndex   = 'J'
 	prefixPosition = 'O'
 	prefixMeta     = 'M'
 )
@@ -528,6 +530,34 @@ func (t *Txn) DeleteChildIndex(childKey []byte) error {
 	t.key = append(append(t.key[:0], prefixIndex), childKey...)
 	return t.del(t.key)
 }
+
+// ParentIndex reads the parent index entry of parentKey (its last row,
+// appended to row[:0]). Only keying stages that resolve parents' TOAST
+// placeholders keep a parent index (see keyed.Keyer.ResolveParents).
+func (t *Txn) ParentIndex(parentKey []byte, row []debezium.Value) ([]debezium.Value, bool, error) {
+	t.key = append(append(t.key[:0], prefixPIndex), parentKey...)
+	v, ok, err := t.get(t.key)
+	if !ok || err != nil {
+		return row, false, err
+	}
+	row, err = DecodeRow(row[:0], v)
+	return row, err == nil, err
+}
+
+// SetParentIndex stores parentKey's entry (joinstate.AppendRow of its row).
+func (t *Txn) SetParentIndex(parentKey, entry []byte) error {
+	t.key = append(append(t.key[:0], prefixPIndex), parentKey...)
+	return t.set(t.key, entry)
+}
+
+// DeleteParentIndex forgets parentKey.
+func (t *Txn) DeleteParentIndex(parentKey []byte) error {
+	t.key = append(append(t.key[:0], prefixPIndex), parentKey...)
+	return t.del(t.key)
+}
+
+// ClearParentIndex deletes the whole parent index.
+func (t *Txn) ClearParentIndex() error { return t.clear(prefixPIndex) }
 
 // SetPosition records next as the next offset to consume for
 // topic/partition; it becomes durable with the rest of the Txn.

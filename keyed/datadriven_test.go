@@ -112,6 +112,7 @@ func TestGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				h.keyer, h.join, h.version = keyed.NewKeyer(h.spec), keyed.NewJoin(h.spec), 0
+				d.MaybeScanArgs(t, "resolve_parents", &h.keyer.ResolveParents)
 				return ""
 			case "parent", "child", "truncate":
 				return h.event(t, d)

@@ -29,6 +29,13 @@ func (e *KeyError) Error() string {
 // rows. Child upserts that change nothing projected emit nothing.
 // Not safe for concurrent use.
 type Keyer struct {
+	// ResolveParents makes the keyer keep a parent index too (parent key →
+	// last row) and fill parents' TOAST placeholders from it, so parent
+	// Inputs carry complete rows. A keying stage whose output is a compacted
+	// topic needs it (compaction may remove the earlier complete row the join
+	// would otherwise merge with); a join on the same state does not.
+	ResolveParents bool
+
 	spec *Spec
 
 	in        Input
@@ -50,12 +57,16 @@ func (k *Keyer) Key(t *joinstate.Txn, side config.Side, ev *debezium.Event, out 
 			if err := t.ClearChildIndex(); err != nil {
 				return err
 			}
+		} else if k.ResolveParents {
+			if err := t.ClearParentIndex(); err != nil {
+				return err
+			}
 		}
 		k.in = Input{Kind: Truncate, Side: side}
 		return out(&k.in)
 	}
 	if side == config.Parent {
-		return k.parent(ev, out)
+		return k.parent(t, ev, out)
 	}
 	return k.child(t, ev, out)
 }
@@ -88,7 +99,7 @@ func pkOf(dst []byte, ev *debezium.Event, idx []int) ([]byte, bool) {
 	return dst, false
 }
 
-func (k *Keyer) parent(ev *debezium.Event, out func(*Input) error) error {
+func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) error) error {
 	s := k.spec
 	switch ev.Op {
 	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
@@ -105,19 +116,56 @@ func (k *Keyer) parent(ev *debezium.Event, out func(*Input) error) error {
 		if ev.Op == debezium.OpUpdate && ev.Before.Present {
 			if old, ok := keyOf(k.ojk[:0], ev.Before.Values, s.ParentKey); ok && string(old) != string(k.jk) {
 				k.ojk = old
+				if k.ResolveParents {
+					if err := t.DeleteParentIndex(k.ojk); err != nil {
+						return err
+					}
+				}
 				k.in = Input{Kind: ParentDelete, Side: config.Parent, JoinKey: k.ojk}
 				if err := out(&k.in); err != nil {
 					return err
 				}
 			}
 		}
-		k.in = Input{Kind: ParentUpsert, Side: config.Parent, JoinKey: k.jk, Row: ev.After.Values}
+		row := ev.After.Values
+		if k.ResolveParents {
+			var had bool
+			var err error
+			k.orow, had, err = t.ParentIndex(k.jk, k.orow)
+			if err != nil {
+				return err
+			}
+			k.row = append(k.row[:0], row...)
+			same := had
+			for i, v := range k.row {
+				if v.Kind == debezium.KindUnavailable && had {
+					k.row[i] = k.orow[i]
+				}
+				if same && !k.row[i].Equal(k.orow[i]) {
+					same = false
+				}
+			}
+			if same && ev.Op == debezium.OpUpdate {
+				return nil // an update of unprojected columns only, or a redelivery
+			}
+			k.entry = joinstate.AppendRow(k.entry[:0], k.row)
+			if err := t.SetParentIndex(k.jk, k.entry); err != nil {
+				return err
+			}
+			row = k.row
+		}
+		k.in = Input{Kind: ParentUpsert, Side: config.Parent, JoinKey: k.jk, Row: row}
 		return out(&k.in)
 	case debezium.OpDelete:
 		var ok bool
 		k.jk, ok = pkOf(k.jk[:0], ev, s.ParentKey)
 		if !ok {
 			return &KeyError{config.Parent, ev.Op, "delete without primary key in `before` or the record key"}
+		}
+		if k.ResolveParents {
+			if err := t.DeleteParentIndex(k.jk); err != nil {
+				return err
+			}
 		}
 		k.in = Input{Kind: ParentDelete, Side: config.Parent, JoinKey: k.jk}
 		return out(&k.in)
@@ -165,8 +213,11 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		}
 		var hasKey bool
 		k.jk, hasKey = keyOf(k.jk[:0], k.row, s.ChildFK)
-		if had && hasKey && same && string(k.ojk) == string(k.jk) {
-			return nil // redelivery or an update of unprojected columns only
+		// Skip updates that change nothing projected. Creates and snapshot
+		// reads are always passed on: after a truncate, another partition's
+		// index may still hold a stale entry equal to the re-inserted row.
+		if had && hasKey && same && string(k.ojk) == string(k.jk) && ev.Op == debezium.OpUpdate {
+			return nil
 		}
 		if had && len(k.ojk) > 0 && (!hasKey || string(k.ojk) != string(k.jk)) {
 			k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: k.ck}

@@ -126,6 +126,15 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the child index needs one per child partition (add partitions to it)",
 			k.ChildIndexTopic(), n, cfg.Child.Topic, top.childParts)
 	}
+	n, err = ensureTopic(ctx, adm, k.ParentIndexTopic(), top.parentParts, int16(k.ReplicationFactor),
+		map[string]*string{"cleanup.policy": &compact}, log)
+	if err != nil {
+		return top, err
+	}
+	if n < top.parentParts {
+		return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the parent index needs one per parent partition (add partitions to it)",
+			k.ParentIndexTopic(), n, cfg.Parent.Topic, top.parentParts)
+	}
 	if cfg.Errors.Policy == config.PolicyDLQ {
 		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(k.ReplicationFactor), nil, log); err != nil {
 			return top, err

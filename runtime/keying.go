@@ -26,10 +26,12 @@ import (
 // offsets, the keyed records, the child-index changelog records and any
 // dead-lettered records commit together or not at all.
 //
-// Child index: the index (child pk → current join key) of the children on
-// child-topic partition p lives in a local pebble store and is mirrored to
-// partition p of the compacted "<group>.child-index" topic inside the same
-// transactions. When this instance is assigned p it rebuilds the local store
+// Indexes: the child index (child pk → current join key and last row) of
+// the children on child-topic partition p lives in a local pebble store and
+// is mirrored to partition p of the compacted "<group>.child-index" topic
+// inside the same transactions; likewise the parent index (parent pk → last
+// row, to complete TOAST placeholders before the row enters the compacted
+// keyed topic) in "<group>.parent-index". When this instance is assigned p it rebuilds the local store
 // from that partition (read_committed, to its end), so the index always
 // matches the committed source offset of p: KIP-447 stable offset fetches
 // make the new owner wait until the previous owner's transaction is
@@ -55,9 +57,9 @@ type keying struct {
 	ev                  debezium.Event
 
 	mu  sync.Mutex
-	idx map[int32]*joinstate.Store // child partition → its child index
+	idx map[sourcePart]*joinstate.Store // source partition → its index
 
-	txns map[int32]*joinstate.Txn // per transaction
+	txns map[sourcePart]*joinstate.Txn // per transaction
 	perr error                    // first produce error of the transaction
 	pmu  sync.Mutex
 }
@@ -68,9 +70,11 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		decParent: debezium.NewDecoder(spec.ParentColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
 		decChild:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
 		keyer:     keyed.NewKeyer(spec),
-		idx:       map[int32]*joinstate.Store{},
-		txns:      map[int32]*joinstate.Txn{},
+		idx:       map[sourcePart]*joinstate.Store{},
+		txns:      map[sourcePart]*joinstate.Txn{},
 	}
+	// The keyed topic is compacted: parent rows must be complete in it.
+	k.keyer.ResolveParents = true
 	kc := &cfg.Kafka
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(kc.KeyingGroup()),
@@ -94,33 +98,55 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 	return k, nil
 }
 
-// dropPartitions closes the child indexes of revoked or lost partitions; a
-// later assignment restores them from the changelog.
+// sourcePart names a source partition: the side's topic and a partition.
+type sourcePart struct {
+	side config.Side
+	part int32
+}
+
+// dropPartitions closes the indexes of revoked or lost partitions; a later
+// assignment restores them from the changelog.
 func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, p := range lost[k.cfg.Child.Topic] {
-		if s := k.idx[p]; s != nil {
-			if err := s.Close(); err != nil {
-				k.log.Warn("closing child index", "partition", p, "err", err)
+	for _, side := range []config.Side{config.Parent, config.Child} {
+		for _, p := range lost[k.topicOf(side)] {
+			sp := sourcePart{side, p}
+			if s := k.idx[sp]; s != nil {
+				if err := s.Close(); err != nil {
+					k.log.Warn("closing index", "side", side, "partition", p, "err", err)
+				}
+				delete(k.idx, sp)
 			}
-			delete(k.idx, p)
 		}
 	}
+}
+
+func (k *keying) topicOf(side config.Side) string {
+	if side == config.Parent {
+		return k.cfg.Parent.Topic
+	}
+	return k.cfg.Child.Topic
+}
+
+// indexTopic is the changelog of side's index.
+func (k *keying) indexTopic(side config.Side) string {
+	if side == config.Parent {
+		return k.cfg.Kafka.ParentIndexTopic()
+	}
+	return k.cfg.Kafka.ChildIndexTopic()
 }
 
 // close ends the session (leaving the group) and closes the indexes.
 func (k *keying) close() {
 	k.sess.CloseAllowingRebalance()
-	k.dropPartitions(nil, nil, map[string][]int32{k.cfg.Child.Topic: keysOf(k.idx)})
-}
-
-func keysOf[V any](m map[int32]V) []int32 {
-	out := make([]int32, 0, len(m))
-	for p := range m {
-		out = append(out, p)
+	k.mu.Lock()
+	all := map[string][]int32{}
+	for sp := range k.idx {
+		all[k.topicOf(sp.side)] = append(all[k.topicOf(sp.side)], sp.part)
 	}
-	return out
+	k.mu.Unlock()
+	k.dropPartitions(nil, nil, all)
 }
 
 // run polls, keys and commits until ctx is done (then it returns nil after
@@ -247,11 +273,9 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 		return nil
 	}
 	k.m.EventsConsumed.WithLabelValues(r.Topic, k.ev.Op.String()).Inc()
-	var t *joinstate.Txn
-	if side == config.Child {
-		if t, err = k.txn(ctx, r.Partition); err != nil {
-			return err
-		}
+	t, err := k.txn(ctx, sourcePart{side, r.Partition})
+	if err != nil {
+		return err
 	}
 	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
 		return k.produce(pctx, r.Partition, in)
@@ -263,9 +287,9 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 	return err
 }
 
-// txn returns the transaction of child partition p's index, restoring the
+// txn returns the transaction of source partition p's index, restoring the
 // index first if this instance was just assigned p.
-func (k *keying) txn(ctx context.Context, p int32) (*joinstate.Txn, error) {
+func (k *keying) txn(ctx context.Context, p sourcePart) (*joinstate.Txn, error) {
 	if t := k.txns[p]; t != nil {
 		return t, nil
 	}
@@ -286,11 +310,12 @@ func (k *keying) txn(ctx context.Context, p int32) (*joinstate.Txn, error) {
 	return t, nil
 }
 
-// restore rebuilds child partition p's index from the changelog.
-func (k *keying) restore(ctx context.Context, p int32) (*joinstate.Store, error) {
-	dir := filepath.Join(k.cfg.State.Dir, "keying", "child-"+strconv.Itoa(int(p)))
+// restore rebuilds source partition sp's index from its changelog.
+func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, error) {
+	p := sp.part
+	dir := filepath.Join(k.cfg.State.Dir, "keying", sp.side.String()+"-"+strconv.Itoa(int(p)))
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("cdcjoin: keying: reset child index: %w", err)
+		return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", sp.side, err)
 	}
 	s, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: 8 << 20})
 	if err != nil {
@@ -298,9 +323,14 @@ func (k *keying) restore(ctx context.Context, p int32) (*joinstate.Store, error)
 	}
 	t := s.Begin()
 	n := 0
-	err = readPartition(ctx, k.base, k.adm, k.cfg.Kafka.ChildIndexTopic(), p, func(r *kgo.Record) error {
+	err = readPartition(ctx, k.base, k.adm, k.indexTopic(sp.side), p, func(r *kgo.Record) error {
 		n++
-		if r.Value == nil {
+		switch {
+		case sp.side == config.Parent && r.Value == nil:
+			return t.DeleteParentIndex(r.Key)
+		case sp.side == config.Parent:
+			return t.SetParentIndex(r.Key, r.Value)
+		case r.Value == nil:
 			return t.DeleteChildIndex(r.Key)
 		}
 		return t.SetChildIndex(r.Key, r.Value)
@@ -312,14 +342,14 @@ func (k *keying) restore(ctx context.Context, p int32) (*joinstate.Store, error)
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("cdcjoin: keying: restore child index of partition %d: %w", p, err)
+		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", sp.side, p, err)
 	}
-	k.log.Info("restored child index", "partition", p, "records", n)
+	k.log.Info("restored index", "side", sp.side, "partition", p, "records", n)
 	return s, nil
 }
 
 // produce sends the keyed record(s) of in, and its child-index changelog
-// record, within the current transaction.
+// record (child or parent index), within the current transaction.
 func (k *keying) produce(ctx context.Context, srcPart int32, in *keyed.Input) error {
 	key := keyed.AppendRecordKey(nil, in)
 	val := keyed.AppendRecordValue(nil, in)
@@ -339,6 +369,12 @@ func (k *keying) produce(ctx context.Context, srcPart int32, in *keyed.Input) er
 	case keyed.ChildDelete:
 		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ChildIndexTopic(), Partition: srcPart,
 			Key: append([]byte(nil), in.ChildKey...)}, k.promise)
+	case keyed.ParentUpsert:
+		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ParentIndexTopic(), Partition: srcPart,
+			Key: append([]byte(nil), in.JoinKey...), Value: joinstate.AppendRow(nil, in.Row)}, k.promise)
+	case keyed.ParentDelete:
+		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ParentIndexTopic(), Partition: srcPart,
+			Key: append([]byte(nil), in.JoinKey...)}, k.promise)
 	}
 	return nil
 }
@@ -390,4 +426,12 @@ func DeadLetter(r *kgo.Record, topic, stage string, err error) *kgo.Record {
 		kgo.RecordHeader{Key: HeaderStage, Value: []byte(stage)},
 	)
 	return &kgo.Record{Topic: topic, Partition: 0, Key: r.Key, Value: r.Value, Headers: h}
+}
+
+func keysOf[V any](m map[int32]V) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	return out
 }
