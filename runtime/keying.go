@@ -60,7 +60,7 @@ type keying struct {
 	idx map[sourcePart]*joinstate.Store // source partition → its index
 
 	txns map[sourcePart]*joinstate.Txn // per transaction
-	perr error                    // first produce error of the transaction
+	perr error                         // first produce error of the transaction
 	pmu  sync.Mutex
 }
 
