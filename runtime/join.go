@@ -301,10 +301,13 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 		default:
 		}
 		j.deliverPending(pending)
-		pctx, cancel := ctx, context.CancelFunc(func() {})
+		// Poll with a deadline so that positions reach Kafka (lag
+		// monitoring) even while no new input arrives.
+		wait := j.cfg.Kafka.CommitInterval
 		if len(pending) > 0 {
-			pctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+			wait = 50 * time.Millisecond
 		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
 		fs := j.cl.PollRecords(pctx, max)
 		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
