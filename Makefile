@@ -20,6 +20,11 @@ unit:
 deps:
 	scripts/deps.sh
 
+## e2e: PostgreSQL → Debezium → Kafka → cdcjoin → ClickHouse on loopback, with a
+## kill -9 restart; ClickHouse must equal PostgreSQL's join row for row (INNER, LEFT).
+e2e:
+	bash e2e/run.sh
+
 ## bench-smoke: a 20,000-row run of the benchmark harness (< 2 min); checks its report.
 bench-smoke:
 	bench/smoke.sh

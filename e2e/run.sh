@@ -16,9 +16,6 @@
 #   E2E_ARGS        extra driver flags (e.g. "-random-txs 100 -kill=false")
 #   E2E_KEEP=1      leave the stack running afterwards
 #   E2E_CDCJOIN     use this binary instead of building cmd/cdcjoin
-#   E2E_STRICT=1    fail instead of falling back to the stand-in runner
-#                   when the built cdcjoin has no working `run` command
-#                   (default: 1 under CI=true)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -61,17 +58,7 @@ if [ -z "$bin" ]; then
 	bin="$ROOT/bin/cdcjoin"
 	go build -o "$bin" ./cmd/cdcjoin
 fi
-strict="${E2E_STRICT:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}"
-if "$bin" run -h 2>&1 | grep -q -- '-config'; then
-	say "using $bin"
-elif [ "$strict" = 1 ]; then
-	say "$bin has no working 'run' command"
-	exit 1
-else
-	say "WARNING: $bin has no working 'run' command yet; falling back to the stand-in e2e/cmd/standin (runtime + ClickHouse sink)"
-	bin="$ROOT/bin/cdcjoin-standin"
-	go build -o "$bin" ./e2e/cmd/standin
-fi
+say "using $bin"
 go build -o "$ROOT/bin/cdcjoin-e2e" ./e2e/cmd/cdcjoin-e2e
 
 # shellcheck disable=SC2086
