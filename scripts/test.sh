@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (`make test`): formatting, vet, then every test with the
-# race detector against real ClickHouse and Kafka servers started here on
+# race detector against real ClickHouse, Kafka and PostgreSQL servers started here on
 # 127.0.0.1 (deploy/local/*.sh), then the 30-seed oracle without -race (it is
 # CPU-bound; -race runs 4 seeds of it). Servers are stopped on exit.
 set -euo pipefail
@@ -16,12 +16,14 @@ go vet ./...
 cleanup() {
   deploy/local/kafka.sh down >/dev/null 2>&1 || true
   deploy/local/clickhouse.sh down >/dev/null 2>&1 || true
+  deploy/local/postgres.sh down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-echo "== starting ClickHouse and Kafka on loopback"
+echo "== starting ClickHouse, Kafka and PostgreSQL on loopback"
 eval "$(deploy/local/clickhouse.sh up)"
 eval "$(deploy/local/kafka.sh up)"
-export CDCJOIN_CLICKHOUSE_ADDR CDCJOIN_KAFKA_BROKERS
+eval "$(deploy/local/postgres.sh up)"
+export CDCJOIN_CLICKHOUSE_ADDR CDCJOIN_KAFKA_BROKERS CDCJOIN_POSTGRES_DSN
 # Integration tests must run, not skip: testenv fails them if an address is missing.
 export CI=true
 
