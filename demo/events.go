@@ -3,7 +3,7 @@ package demo
 import (
 	"strconv"
 
-	"github.com/cdcjoin/cdcjoin/sink/jsonl"
+	"github.com/cdcjoin/cdcjoin/debezium"
 )
 
 // The demo's tables, as Debezium's PostgreSQL connector captures them with
@@ -75,13 +75,13 @@ func appendRow(b []byte, cols []column, r row) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = jsonl.AppendString(b, c.name)
+		b = debezium.AppendJSONString(b, c.name)
 		b = append(b, ':')
 		switch v := r[i].(type) {
 		case int64:
 			b = strconv.AppendInt(b, v, 10)
 		case string:
-			b = jsonl.AppendString(b, v)
+			b = debezium.AppendJSONString(b, v)
 		default:
 			b = append(b, "null"...)
 		}

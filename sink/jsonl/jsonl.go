@@ -15,13 +15,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"strconv"
 	"sync"
-	"unicode/utf8"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/keyed"
 )
 
@@ -108,100 +104,8 @@ func (s *Sink) Close() error {
 	return nil
 }
 
-// AppendChange appends c as one JSON object (without a newline) to dst.
-// names label c.Values in order.
+// AppendChange appends c as one JSON object (without a newline) to dst,
+// in the format of keyed.Change.AppendJSON; names label c.Values in order.
 func AppendChange(dst []byte, c *keyed.Change, names []string) []byte {
-	dst = append(dst, `{"op":"`...)
-	dst = append(dst, c.Op.String()...)
-	dst = append(dst, `","version":`...)
-	dst = strconv.AppendUint(dst, c.Version, 10)
-	dst = append(dst, `,"prev_version":`...)
-	dst = strconv.AppendUint(dst, c.PrevVersion, 10)
-	dst = append(dst, `,"parent_key":`...)
-	dst = appendArray(dst, c.ParentKey)
-	dst = append(dst, `,"child_key":`...)
-	if c.ChildKey == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = appendArray(dst, c.ChildKey)
-	}
-	dst = append(dst, `,"values":{`...)
-	for i, v := range c.Values {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		name := "col" + strconv.Itoa(i)
-		if i < len(names) {
-			name = names[i]
-		}
-		dst = AppendString(dst, name)
-		dst = append(dst, ':')
-		dst = AppendValue(dst, v)
-	}
-	return append(dst, "}}"...)
-}
-
-func appendArray(dst []byte, vals []debezium.Value) []byte {
-	dst = append(dst, '[')
-	for i, v := range vals {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = AppendValue(dst, v)
-	}
-	return append(dst, ']')
-}
-
-// AppendValue appends v as JSON: null, a number (ints; finite floats), a
-// boolean, or a string (everything else, via Value.Text).
-func AppendValue(dst []byte, v debezium.Value) []byte {
-	switch v.Kind {
-	case debezium.KindNull:
-		return append(dst, "null"...)
-	case debezium.KindInt:
-		return strconv.AppendInt(dst, v.Int, 10)
-	case debezium.KindBool:
-		return strconv.AppendBool(dst, v.Int != 0)
-	case debezium.KindFloat:
-		if !math.IsNaN(v.Float) && !math.IsInf(v.Float, 0) {
-			return strconv.AppendFloat(dst, v.Float, 'g', -1, 64)
-		}
-	}
-	return AppendString(dst, v.Text())
-}
-
-const hex = "0123456789abcdef"
-
-// AppendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			dst = append(dst, "\ufffd"...)
-		} else {
-			dst = append(dst, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(dst, '"')
+	return c.AppendJSON(dst, names)
 }

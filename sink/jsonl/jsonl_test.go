@@ -33,7 +33,7 @@ func TestFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"op":"upsert","version":7,"prev_version":3,"parent_key":[1],"child_key":["a\"b"],"values":{"user_id":1,"name":"Egor\n\u0001","price":"12.50","at":"2023-11-14T22:13:20.000000Z","ok":true,"gone":null}}
-{"op":"retract","version":9,"prev_version":0,"parent_key":[2],"child_key":null,"values":{"user_id":2,"name":null,"price":null,"at":null,"ok":false,"gone":null}}
+{"op":"retract","version":9,"parent_key":[2],"child_key":null,"values":{"user_id":2,"name":null,"price":null,"at":null,"ok":false,"gone":null}}
 `
 	if buf.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", buf.String(), want)
@@ -77,7 +77,7 @@ func TestConcurrentWriters(t *testing.T) {
 }
 
 func TestInvalidUTF8(t *testing.T) {
-	got := string(jsonl.AppendString(nil, "a\xffb"))
+	got := string(debezium.AppendJSONString(nil, "a\xffb"))
 	if got != "\"a\ufffdb\"" || !json.Valid([]byte(got)) {
 		t.Fatalf("got %q", got)
 	}
