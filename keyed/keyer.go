@@ -135,16 +135,8 @@ func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) er
 			if err != nil {
 				return err
 			}
-			k.row = append(k.row[:0], row...)
-			same := had
-			for i, v := range k.row {
-				if v.Kind == debezium.KindUnavailable && had {
-					k.row[i] = k.orow[i]
-				}
-				if same && !k.row[i].Equal(k.orow[i]) {
-					same = false
-				}
-			}
+			var same bool
+			k.row, same = complete(k.row, row, k.orow, had)
 			if same && ev.Op == debezium.OpUpdate {
 				return nil // an update of unprojected columns only, or a redelivery
 			}
@@ -201,16 +193,8 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		}
 		// Resolve TOAST placeholders from the indexed row, which is complete
 		// even when this update also moves the child to another join key.
-		k.row = append(k.row[:0], ev.After.Values...)
-		same := had
-		for i, v := range k.row {
-			if v.Kind == debezium.KindUnavailable && had {
-				k.row[i] = k.orow[i]
-			}
-			if same && !k.row[i].Equal(k.orow[i]) {
-				same = false
-			}
-		}
+		var same bool
+		k.row, same = complete(k.row, ev.After.Values, k.orow, had)
 		var hasKey bool
 		k.jk, hasKey = keyOf(k.jk[:0], k.row, s.ChildFK)
 		// Skip updates that change nothing projected. Creates and snapshot
@@ -263,4 +247,21 @@ func (k *Keyer) childGone(t *joinstate.Txn, ck []byte, out func(*Input) error) e
 	}
 	k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: ck}
 	return out(&k.in)
+}
+
+// complete copies row into dst[:0], replacing TOAST placeholders with the
+// values of old (the last complete row, if had), and reports whether the
+// result equals old.
+func complete(dst, row, old []debezium.Value, had bool) ([]debezium.Value, bool) {
+	dst = append(dst[:0], row...)
+	same := had
+	for i, v := range dst {
+		if v.Kind == debezium.KindUnavailable && had {
+			dst[i] = old[i]
+		}
+		if same && !dst[i].Equal(old[i]) {
+			same = false
+		}
+	}
+	return dst, same
 }
