@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("seeds", 0, "number of random histories per oracle test (default 30, 4 with -short)")
+	flagSeeds = flag.Int("seeds", 0, "number of random histories per oracle test (default 30, 2 of 5,000 ops with -short)")
 	flagSeed  = flag.Int64("seed", 0, "run only this seed (reproduce a failure)")
 	flagOps   = flag.Int("ops", 0, "operations per history (default 20000)")
 )
@@ -30,7 +30,7 @@ func seeds(t *testing.T) []int64 {
 	}
 	n := 30
 	if testing.Short() {
-		n = 4
+		n = 2 // make test runs -short under -race, then all 30 seeds without it
 	}
 	if s := os.Getenv("CDCJOIN_ORACLE_SEEDS"); s != "" {
 		n, _ = strconv.Atoi(s)
@@ -177,6 +177,9 @@ func TestOracleCrashRestart(t *testing.T) {
 
 func runOracle(t *testing.T, join string, seed int64, crash bool) {
 	opts := cdcgen.DefaultOptions(seed)
+	if testing.Short() {
+		opts.Ops = 5000
+	}
 	if *flagOps > 0 {
 		opts.Ops = *flagOps
 	}
