@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/runtime"
@@ -56,7 +57,15 @@ and /readyz are served on kafka.metrics_addr.`)
 		}
 		var s sink.Sink
 		if cfg.ClickHouse != nil {
-			ch, err := clickhouse.Open(ctx, cfg, clickhouse.Options{})
+			// Type the table from the Debezium schemas, when the topics have
+			// schema'd records (best effort: without them, from the values).
+			sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			types, err := runtime.SampleTypes(sctx, cfg, 10000)
+			cancel()
+			if err != nil {
+				log.Warn("could not sample column types from the source topics; the table (if created) is typed from values", "err", err)
+			}
+			ch, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Types: types})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,69 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SampleTypes reads the source topics from their beginning until it has
+// decoded one record with a Kafka Connect schema on each side (or until
+// limit records, or ctx is done), and returns the select list's Debezium
+// column types in select order; entries stay zero for sides without a
+// schema'd record. Sinks that create tables use it: the join stage itself
+// only sees projected rows, not schemas. It blocks for at most the
+// context's deadline and reads nothing else; errors are connection errors.
+func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]debezium.ColumnType, error) {
+	base, err := clientOpts(&cfg.Kafka, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(base,
+		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: sample types: %w", err)
+	}
+	defer cl.Close()
+	spec := keyed.NewSpec(cfg)
+	decs := map[string]*debezium.Decoder{
+		cfg.Parent.Topic: debezium.NewDecoder(spec.ParentColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
+		cfg.Child.Topic:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
+	}
+	side := map[string]config.Side{cfg.Parent.Topic: config.Parent, cfg.Child.Topic: config.Child}
+	seen := map[config.Side][]debezium.ColumnType{}
+	var ev debezium.Event
+	for n := 0; n < limit && len(seen) < 2 && ctx.Err() == nil; {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollRecords(pctx, 500)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			if _, ok := seen[side[r.Topic]]; ok {
+				return
+			}
+			if ok, err := decs[r.Topic].Decode(r.Key, r.Value, &ev); err == nil && ok && ev.Types != nil {
+				seen[side[r.Topic]] = append([]debezium.ColumnType(nil), ev.Types...)
+			}
+		})
+		if fs.Empty() && ctx.Err() == nil && pctx.Err() == nil {
+			break
+		}
+	}
+	out := make([]debezium.ColumnType, len(spec.Out))
+	for i, o := range spec.Out {
+		if ts := seen[o.Side]; o.Index < len(ts) {
+			out[i] = ts[o.Index]
+		}
+	}
+	return out, nil
+}
