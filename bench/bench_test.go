@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 )
 
@@ -288,4 +289,61 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	CheckReport(t, rep, dir)
+}
+
+// TestSmokeKafka is TestSmoke through the real Kafka runtime (runtime.Run
+// on in-process kfake, four producers).
+func TestSmokeKafka(t *testing.T) {
+	if os.Getenv("CDCJOIN_BENCH_SMOKE") == "" {
+		t.Skip("set CDCJOIN_BENCH_SMOKE=1 to run the smoke benchmark")
+	}
+	dir := t.TempDir()
+	o := Options{Workload: Workload{Rows: 20000, CDCEvents: 10000, RateDuration: 2e9, StormRenames: 3, StormGap: 2000, HotChildren: 2000},
+		Pipeline: PipelineKafka, Dir: dir, Sync: false}
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pipeline != PipelineKafka {
+		t.Errorf("pipeline %q", rep.Pipeline)
+	}
+	CheckReport(t, rep, dir)
+}
+
+func TestFences(t *testing.T) {
+	const k = 8
+	seen := map[int64]bool{}
+	for s := 0; s < k; s++ {
+		for p := 0; p < k; p++ {
+			id := fenceParent(s, p, k)
+			if got := keyed.Partition(joinstate.AppendKey(nil, []debezium.Value{debezium.Int(id)}), k); got != int32(p) {
+				t.Errorf("fence parent %d of (%d,%d) hashes to %d", id, s, p, got)
+			}
+			if seen[id] || id <= probeUserID || id >= fenceChild0 {
+				t.Errorf("fence parent %d of (%d,%d): duplicate or outside its range", id, s, p)
+			}
+			seen[id] = true
+		}
+	}
+	f := newFences(k, k)
+	for i := 0; i < k*k; i++ {
+		c := keyed.Change{Op: keyed.Upsert, ChildKey: []debezium.Value{debezium.Int(fenceChild0 + int64(i))},
+			Values: []debezium.Value{debezium.Int(1), {Kind: debezium.KindString, Str: "F2"}, {}, {}, {Kind: debezium.KindString, Str: "fence-3"}}}
+		if !f.seen(&c) {
+			t.Fatal("fence row not recognised")
+		}
+		if f.reached(1) {
+			t.Fatal("reached before the flush acknowledged the fences")
+		}
+	}
+	if probe := (keyed.Change{Op: keyed.Upsert, ChildKey: []debezium.Value{debezium.Int(probeChild0)}}); f.seen(&probe) {
+		t.Error("a probe row taken for a fence")
+	}
+	f.acked()
+	if !f.reached(2) || f.reached(3) {
+		t.Errorf("reached(2)=%v reached(3)=%v, want true, false", f.reached(2), f.reached(3))
+	}
+	if roundOf("fence-x", "fence-") != -1 || roundOf("F12", "F") != 12 {
+		t.Error("roundOf")
+	}
 }

@@ -25,7 +25,13 @@ state: {dir: %q, cache_mb: %d, batch_events: %d, sync: %t}
 %s`
 
 func jobConfig(o Options, stateDir, extra string) (*config.Config, error) {
-	y := fmt.Sprintf(jobYAML, newSynth().parentTopic, newSynth().childTopic, stateDir, o.CacheMB, o.BatchEvents, o.Sync, extra)
+	s := newSynth()
+	return jobConfigTopics(o, s.parentTopic, s.childTopic, stateDir, extra)
+}
+
+// jobConfigTopics is jobConfig on the given source topics.
+func jobConfigTopics(o Options, parentTopic, childTopic, stateDir, extra string) (*config.Config, error) {
+	y := fmt.Sprintf(jobYAML, parentTopic, childTopic, stateDir, o.CacheMB, o.BatchEvents, o.Sync, extra)
 	return config.Parse([]byte(y), "bench.yaml")
 }
 
@@ -106,11 +112,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 	case <-ctx.Done():
 		return ph, ctx.Err()
 	}
-	resetPeakRSS()
-	sw := startWatch()
-	gen0 := d.genCPU
-	d.smp.begin(name, expected(req, d.p, d.o.Workload))
-	out0 := d.smp.out.Load()
+	m := beginPhase(d.smp, name, expected(req, d.p, d.o.Workload), d.genCPU)
 	t0 := time.Now()
 	d.last = t0
 	var i int64
@@ -126,13 +128,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 		}
 		for k := range b.recs {
 			r := &b.recs[k]
-			var due time.Time
-			if rate > 0 {
-				due = t0.Add(time.Duration(float64(i) / rate * 1e9))
-				if w := time.Until(due); w > time.Millisecond {
-					time.Sleep(w)
-				}
-			}
+			due := pace(t0, i, rate)
 			er = engine.Record{Topic: r.topic, Partition: r.partition, Offset: r.offset, Key: r.key, Value: r.val}
 			if err := d.eng.Process(ctx, &er); err != nil {
 				return ph, err
@@ -171,17 +167,54 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 	if err := d.eng.Commit(ctx); err != nil {
 		return ph, err
 	}
-	wall, cpu := sw.elapsed()
 	ph.Events = i
-	ph.WallSeconds = wall
-	ph.GenCPUSeconds = d.genCPU - gen0
-	ph.CPUSeconds = max(0, cpu-ph.GenCPUSeconds)
-	ph.OutputRows = int64(d.smp.out.Load() - out0)
-	ph.PeakRSSBytes = peakRSS()
-	ph.Timeline = d.smp.end()
-	h := d.pr.hist(idx)
-	ph.Latency = h.Summary()
+	m.end(&ph, d.smp, d.pr, idx, d.genCPU)
 	return ph, nil
+}
+
+// phaseMeter measures one phase: wall and CPU time, generator CPU, output
+// rows, peak RSS, the timeline and the probes' latency.
+type phaseMeter struct {
+	sw   stopwatch
+	gen0 float64
+	out0 uint64
+}
+
+// beginPhase resets the peak RSS and starts the phase's timeline; gen is
+// the generators' cumulative CPU seconds so far.
+func beginPhase(smp *sampler, name string, total int64, gen float64) phaseMeter {
+	resetPeakRSS()
+	m := phaseMeter{sw: startWatch(), gen0: gen}
+	smp.begin(name, total)
+	m.out0 = smp.out.Load()
+	return m
+}
+
+// end fills ph's measurements; gen is the generators' cumulative CPU
+// seconds now (excluded from the pipeline's CPU).
+func (m phaseMeter) end(ph *Phase, smp *sampler, pr *probes, idx int, gen float64) {
+	wall, cpu := m.sw.elapsed()
+	ph.WallSeconds = wall
+	ph.GenCPUSeconds = gen - m.gen0
+	ph.CPUSeconds = max(0, cpu-ph.GenCPUSeconds)
+	ph.OutputRows = int64(smp.out.Load() - m.out0)
+	ph.PeakRSSBytes = peakRSS()
+	ph.Timeline = smp.end()
+	h := pr.hist(idx)
+	ph.Latency = h.Summary()
+}
+
+// pace sleeps until record i's scheduled time at rate records/s from t0
+// and returns that time (zero when rate is 0: flat out).
+func pace(t0 time.Time, i int64, rate float64) time.Time {
+	if rate <= 0 {
+		return time.Time{}
+	}
+	due := t0.Add(time.Duration(float64(i) / rate * 1e9))
+	if w := time.Until(due); w > time.Millisecond {
+		time.Sleep(w)
+	}
+	return due
 }
 
 func expected(req phaseReq, p plan, w Workload) int64 {

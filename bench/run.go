@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -204,5 +203,3 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 	}
 	return d.measureState(pt, true)
 }
-
-var errNoKafka = errors.New("cdcjoin: bench: --pipeline kafka is not available in this build yet (use the engine pipeline)")

@@ -171,12 +171,18 @@ type probeSink struct {
 	out     *atomic.Uint64
 	pending []int64
 	mu      sync.Mutex // guards pending (Kafka runtime: one sink per partition)
+	// fences, if set (Kafka pipeline), tracks the phase-completion fence
+	// rows (kafka.go).
+	fences *fences
 }
 
 func (s *probeSink) Write(ctx context.Context, cs []keyed.Change) error {
 	var found []int64
 	for i := range cs {
-		if ck := cs[i].ChildKey; len(ck) == 1 && ck[0].Kind == debezium.KindInt && ck[0].Int >= probeChild0 && cs[i].Op == keyed.Upsert {
+		if s.fences != nil && s.fences.seen(&cs[i]) {
+			continue
+		}
+		if ck := cs[i].ChildKey; len(ck) == 1 && ck[0].Kind == debezium.KindInt && ck[0].Int >= probeChild0 && ck[0].Int < fenceParent0 && cs[i].Op == keyed.Upsert {
 			found = append(found, ck[0].Int)
 		}
 	}
@@ -198,6 +204,9 @@ func (s *probeSink) Flush(ctx context.Context) error {
 		return err
 	}
 	s.p.acked(ids, time.Now())
+	if s.fences != nil {
+		s.fences.acked()
+	}
 	return nil
 }
 

@@ -4,4 +4,4 @@
 # `make bench-smoke`.
 set -eu
 cd "$(dirname "$0")/.."
-CDCJOIN_BENCH_SMOKE=1 go test -count=1 -run '^TestSmoke$' -v -timeout 5m ./bench/
+CDCJOIN_BENCH_SMOKE=1 go test -count=1 -run '^TestSmoke(Kafka)?$' -v -timeout 5m ./bench/

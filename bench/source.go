@@ -39,7 +39,7 @@ const (
 // phaseReq asks the source for one phase's records.
 type phaseReq struct {
 	kind phaseKind
-	n    int64 // phaseCDC: records
+	n    int64 // phaseCDC: records; phaseStorm: CDC records between renames (0: Workload.StormGap)
 }
 
 // source generates records on its own OS thread (so its CPU time can be
@@ -238,6 +238,10 @@ func (s *source) run(ctx context.Context, r phaseReq) bool {
 			}
 		}
 	case phaseStorm:
+		gap := int64(s.w.StormGap)
+		if r.n > 0 {
+			gap = r.n
+		}
 		for n := 0; n < s.w.StormRenames; n++ {
 			if s.withSynth {
 				s.renames++
@@ -245,7 +249,7 @@ func (s *source) run(ctx context.Context, r phaseReq) bool {
 					return false
 				}
 			}
-			for i := 0; i < s.w.StormGap; i++ {
+			for i := int64(0); i < gap; i++ {
 				if !s.next(e) {
 					return false
 				}
