@@ -13,6 +13,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 func TestHistogramQuantiles(t *testing.T) {
@@ -345,5 +346,38 @@ func TestFences(t *testing.T) {
 	}
 	if roundOf("fence-x", "fence-") != -1 || roundOf("F12", "F") != 12 {
 		t.Error("roundOf")
+	}
+}
+
+// TestKafkaBrokers drives the --brokers path (fresh topics and group per
+// run) against a kfake cluster started here as a stand-in for real
+// brokers.
+func TestKafkaBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Kafka runtime for a few seconds")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dir := t.TempDir()
+	o := Options{Workload: Workload{Rows: 2000, CDCEvents: 2000, Rate: 500, RateDuration: 1e9, StormRenames: 2, StormGap: 200, HotChildren: 100, Partitions: 3},
+		Pipeline: PipelineKafka, Brokers: c.ListenAddrs(), Producers: 2, Dir: dir, ProbeEvery: 50}
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.Settings.Brokers; got != strings.Join(c.ListenAddrs(), ",") {
+		t.Errorf("brokers %q", got)
+	}
+	ph := rep.Points[0].Phases
+	if len(ph) != 4 || ph[0].Events != rep.Points[0].Rows+2 || ph[1].Events != 2000 || ph[3].Events != 2*201 {
+		t.Errorf("phases: %+v", ph)
+	}
+	for _, p := range ph {
+		if p.Latency.Count == 0 || p.OutputRows == 0 {
+			t.Errorf("phase %s: no probes acknowledged or no output: %+v", p.Name, p)
+		}
 	}
 }
