@@ -133,6 +133,9 @@ type State struct {
 	Dir string `yaml:"dir"`
 	// CacheMB is pebble's block cache size in MiB (default 64).
 	CacheMB int `yaml:"cache_mb"`
+	// RowCacheMB bounds the in-memory cache of state entries in front of
+	// pebble's point lookups, per state store (default 64; -1 disables).
+	RowCacheMB int `yaml:"row_cache_mb"`
 	// MemTableMB is pebble's memtable size in MiB (default 32).
 	MemTableMB int `yaml:"memtable_mb"`
 	// BatchEvents is how many input events are applied per pebble batch
@@ -310,6 +313,9 @@ func (c *Config) defaults() {
 	if c.State.CacheMB == 0 {
 		c.State.CacheMB = 64
 	}
+	if c.State.RowCacheMB == 0 {
+		c.State.RowCacheMB = 64
+	}
 	if c.State.BatchEvents == 0 {
 		c.State.BatchEvents = 1000
 	}
@@ -364,6 +370,9 @@ func (c *Config) validate(p *Problems) {
 	}
 	if c.State.Dir == "" {
 		c.add(p, "state.dir is required (a local directory for the join state)", "state", "dir")
+	}
+	if c.State.RowCacheMB < -1 {
+		c.add(p, "state.row_cache_mb must be positive, or -1 to disable the cache", "state", "row_cache_mb")
 	}
 	if c.State.MemTableMB < 0 {
 		c.add(p, "state.memtable_mb must be positive", "state", "memtable_mb")
@@ -498,4 +507,13 @@ func (c *Config) WithClickHouse(addrs string) (*Config, error) {
 		return nil, p
 	}
 	return &out, nil
+}
+
+// RowCacheBytes is state.row_cache_mb in bytes, negative when disabled (the
+// joinstate.Options.RowCacheBytes convention).
+func (s *State) RowCacheBytes() int {
+	if s.RowCacheMB < 0 {
+		return -1
+	}
+	return s.RowCacheMB << 20
 }

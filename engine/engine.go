@@ -108,7 +108,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	store, err := joinstate.Open(joinstate.Options{
 		Dir: cfg.State.Dir, CacheBytes: int64(cfg.State.CacheMB) << 20, Sync: *cfg.State.Sync, FS: opts.FS,
-		MemTableBytes: uint64(cfg.State.MemTableMB) << 20,
+		MemTableBytes: uint64(cfg.State.MemTableMB) << 20, RowCacheBytes: cfg.State.RowCacheBytes(),
 	})
 	if err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ type Options struct {
 	FS vfs.FS
 	// MemTableBytes is pebble's memtable size (default 32 MiB).
 	MemTableBytes uint64
+	// RowCacheBytes bounds an in-memory cache of state entries in front of
+	// pebble's point lookups (0: 64 MiB; negative: none).
+	RowCacheBytes int
 	// Logger receives pebble's informational messages; nil discards them.
 	Logger pebble.Logger
 }
@@ -60,8 +63,9 @@ type Options struct {
 // A Store is safe for concurrent use by one writer (Txn) and any number of
 // readers of committed data; Txns must not be used concurrently.
 type Store struct {
-	db   *pebble.DB
-	sync bool
+	db    *pebble.DB
+	sync  bool
+	cache *rowCache // nil when disabled
 }
 
 type quietLogger struct{}
@@ -100,7 +104,11 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: open state %s: %w", opts.Dir, err)
 	}
-	return &Store{db: db, sync: opts.Sync}, nil
+	rc := opts.RowCacheBytes
+	if rc == 0 {
+		rc = 64 << 20
+	}
+	return &Store{db: db, sync: opts.Sync, cache: newRowCache(rc)}, nil
 }
 
 // Close closes the store. Uncommitted Txns are discarded.
@@ -114,9 +122,15 @@ func (s *Store) Close() error {
 // DB exposes the underlying pebble DB for metrics and tools.
 func (s *Store) DB() *pebble.DB { return s.db }
 
-// Begin starts a transaction. The caller must Commit or Abort it.
+// Begin starts a transaction. The caller must Commit or Abort it. At most
+// one Txn that writes may be open at a time; read-only Txns may overlap it
+// on the same goroutine.
 func (s *Store) Begin() *Txn {
-	return &Txn{s: s, b: s.db.NewIndexedBatch()}
+	t := &Txn{s: s, b: s.db.NewIndexedBatch()}
+	if s.cache != nil {
+		t.pending = map[string]cacheEntry{}
+	}
+	return t
 }
 
 // Position returns the committed next offset to consume for topic/partition.
@@ -234,10 +248,11 @@ type ChildRecord struct {
 // Txn is a batch of state changes and input positions, committed atomically.
 // Reads see the Txn's own writes. Not safe for concurrent use.
 type Txn struct {
-	s   *Store
-	b   *pebble.Batch
-	key []byte // scratch
-	val []byte // scratch
+	s       *Store
+	b       *pebble.Batch
+	pending map[string]cacheEntry // this Txn's reads and writes (nil: no cache)
+	key     []byte                // scratch
+	val     []byte                // scratch
 }
 
 // Len is the encoded size of the pending batch in bytes.
@@ -258,6 +273,10 @@ func (t *Txn) Commit() error {
 	if err != nil {
 		return fmt.Errorf("cdcjoin: state: commit: %w", err)
 	}
+	if t.pending != nil {
+		t.s.cache.merge(t.pending)
+		t.pending = nil
+	}
 	return nil
 }
 
@@ -267,15 +286,33 @@ func (t *Txn) Abort() {
 		t.b.Close()
 		t.b = nil
 	}
+	t.pending = nil
 }
 
 func (t *Txn) get(key []byte) ([]byte, bool, error) {
+	if t.pending != nil {
+		if e, ok := t.pending[string(key)]; ok {
+			return e.val, e.present, nil
+		}
+		if e, ok := t.s.cache.get(key); ok {
+			return e.val, e.present, nil
+		}
+	}
 	v, closer, err := t.b.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
+		if t.pending != nil {
+			t.pending[string(key)] = cacheEntry{}
+		}
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("cdcjoin: state: read: %w", err)
+	}
+	if t.pending != nil {
+		val := append([]byte(nil), v...)
+		closer.Close()
+		t.pending[string(key)] = cacheEntry{val: val, present: true}
+		return val, true, nil
 	}
 	t.val = append(t.val[:0], v...)
 	closer.Close()
@@ -286,12 +323,18 @@ func (t *Txn) set(key, val []byte) error {
 	if err := t.b.Set(key, val, nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: write: %w", err)
 	}
+	if t.pending != nil {
+		t.pending[string(key)] = cacheEntry{val: append([]byte(nil), val...), present: true}
+	}
 	return nil
 }
 
 func (t *Txn) del(key []byte) error {
 	if err := t.b.Delete(key, nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: delete: %w", err)
+	}
+	if t.pending != nil {
+		t.pending[string(key)] = cacheEntry{}
 	}
 	return nil
 }
@@ -478,6 +521,14 @@ func (t *Txn) ClearChildIndex() error { return t.clear(prefixIndex) }
 func (t *Txn) clear(prefix byte) error {
 	if err := t.b.DeleteRange([]byte{prefix}, []byte{prefix + 1}, nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: delete range: %w", err)
+	}
+	if t.pending != nil {
+		for k := range t.pending {
+			if k[0] == prefix {
+				delete(t.pending, k)
+			}
+		}
+		t.s.cache.dropPrefix(prefix)
 	}
 	return nil
 }

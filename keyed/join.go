@@ -50,6 +50,11 @@ type Input struct {
 	// Row is the projected row for upserts; it may hold KindUnavailable
 	// placeholders, which keep the stored value.
 	Row []debezium.Value
+	// Absent (child upserts) says the child is known not to be stored under
+	// JoinKey, so the join skips looking it up. The Keyer sets it from its
+	// child index; it is only valid where keyer and join share one state
+	// (the engine), and is not part of the keyed-topic record.
+	Absent bool
 }
 
 // Emit receives one change. The Change and its slices are reused after Emit
@@ -239,9 +244,12 @@ func (j *Join) retractParentRows(t *joinstate.Txn, joinKey []byte, p *joinstate.
 }
 
 func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
-	had, err := t.Child(in.JoinKey, in.ChildKey, &j.oldChild)
-	if err != nil {
-		return err
+	had := false
+	if !in.Absent {
+		var err error
+		if had, err = t.Child(in.JoinKey, in.ChildKey, &j.oldChild); err != nil {
+			return err
+		}
 	}
 	var changed bool
 	j.child.Row, changed = j.merge(j.child.Row, in.Row, j.oldChild.Row, had)

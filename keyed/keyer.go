@@ -220,7 +220,8 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		if err := t.SetChildIndex(k.ck, k.entry); err != nil {
 			return err
 		}
-		k.in = Input{Kind: ChildUpsert, Side: config.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.row}
+		k.in = Input{Kind: ChildUpsert, Side: config.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.row,
+			Absent: !had || string(k.ojk) != string(k.jk)}
 		return out(&k.in)
 	case debezium.OpDelete:
 		var ok bool

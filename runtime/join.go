@@ -116,7 +116,8 @@ func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.O
 
 func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	dir := filepath.Join(j.cfg.State.Dir, "partition-"+strconv.Itoa(int(p)))
-	st, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: int64(j.cfg.State.CacheMB) << 20, Sync: *j.cfg.State.Sync})
+	st, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: int64(j.cfg.State.CacheMB) << 20, Sync: *j.cfg.State.Sync,
+		MemTableBytes: uint64(j.cfg.State.MemTableMB) << 20, RowCacheBytes: j.cfg.State.RowCacheBytes()})
 	if err != nil {
 		return nil, err
 	}

@@ -317,7 +317,8 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", sp.side, err)
 	}
-	s, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: 8 << 20})
+	s, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: 8 << 20, MemTableBytes: 8 << 20,
+		RowCacheBytes: k.cfg.State.RowCacheBytes()})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,79 @@
+package joinstate
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestRowCacheMetamorphic runs the same random operations (puts, deletes,
+// range clears, commits, aborts) against a store with the row cache (tiny,
+// so that it evicts) and one without, and requires identical reads.
+func TestRowCacheMetamorphic(t *testing.T) {
+	for seed := int64(1); seed <= 5; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		open := func(rc int) *Store {
+			s, err := Open(Options{Dir: "/s", FS: vfs.NewMem(), RowCacheBytes: rc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		stores := []*Store{open(-1), open(4 << 10)}
+		defer stores[0].Close()
+		defer stores[1].Close()
+		txns := []*Txn{stores[0].Begin(), stores[1].Begin()}
+		key := func() []byte { return AppendKey(nil, []debezium.Value{debezium.Int(int64(rng.Intn(50)))}) }
+		for i := 0; i < 5000; i++ {
+			k, k2 := key(), key()
+			op := rng.Intn(100)
+			var got [2]string
+			for j, tx := range txns {
+				var err error
+				switch {
+				case op < 30:
+					err = tx.PutParent(k, &ParentRecord{Version: uint64(i), Row: []debezium.Value{debezium.Int(int64(i))}})
+				case op < 45:
+					err = tx.DeleteParent(k)
+				case op < 55:
+					err = tx.SetChildIndex(k, AppendIndexEntry(nil, k2, []debezium.Value{debezium.Int(int64(i))}))
+				case op < 60:
+					err = tx.DeleteChildIndex(k)
+				case op < 62:
+					err = tx.ClearParents()
+				case op < 63:
+					err = tx.ClearChildIndex()
+				case op < 70:
+					err = tx.Commit()
+					txns[j] = stores[j].Begin()
+				case op < 73:
+					tx.Abort()
+					txns[j] = stores[j].Begin()
+				case op < 87:
+					var p ParentRecord
+					ok, err2 := tx.Parent(k, &p)
+					err = err2
+					if ok {
+						got[j] = debezium.Int(int64(p.Version)).Text()
+					}
+				default:
+					jk, _, ok, err2 := tx.ChildIndex(nil, k, nil)
+					err = err2
+					if ok {
+						got[j] = string(jk)
+					}
+				}
+				if err != nil {
+					t.Fatalf("seed %d op %d: %v", seed, i, err)
+				}
+			}
+			if got[0] != got[1] {
+				t.Fatalf("seed %d op %d (%d): without cache %q, with cache %q", seed, i, op, got[0], got[1])
+			}
+		}
+		txns[0].Abort()
+		txns[1].Abort()
+	}
+}
