@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/runtime"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
@@ -81,7 +82,7 @@ and /readyz are served on kafka.metrics_addr.`)
 		}
 		defer s.Close()
 		log.Info("cdcjoin starting", "version", version, "config", *cfgPath, "brokers", strings.Join(cfg.Kafka.Brokers, ","))
-		err = runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log})
+		err = runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log, Ready: &metrics.Readiness{}})
 		if err != nil {
 			return err
 		}
