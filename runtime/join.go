@@ -315,15 +315,9 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 			j.cl.AllowRebalance()
 			return nil
 		}
-		if err := fetchErr(fs); err != nil {
-			j.m.Errors.WithLabelValues("join", "kafka").Inc()
-			j.log.Warn("fetch error (retrying)", "err", err)
-			if err := errs.observe(err); err != nil {
-				j.cl.AllowRebalance()
-				return fmt.Errorf("cdcjoin: join: errors for %v: %w", persistentErrors, err)
-			}
-		} else {
-			errs.observe(nil)
+		if _, err := errs.check(fs, "join", j.m, j.log); err != nil {
+			j.cl.AllowRebalance()
+			return err
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {

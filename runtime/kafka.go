@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -284,6 +285,23 @@ func fetchErr(fs kgo.Fetches) error {
 // up: franz-go keeps retrying after reporting one (a leader move, a broker
 // restart), so a single error is logged and counted, not fatal.
 const persistentErrors = 2 * time.Minute
+
+// check inspects a poll's fetch errors for stage: it counts and logs one,
+// and returns a fatal error once errors have persisted for longer than
+// persistentErrors; hadErr reports whether this poll had an error.
+func (w *errWindow) check(fs kgo.Fetches, stage string, m *metrics.Metrics, log *slog.Logger) (hadErr bool, fatal error) {
+	err := fetchErr(fs)
+	if err == nil {
+		w.observe(nil)
+		return false, nil
+	}
+	m.Errors.WithLabelValues(stage, "kafka").Inc()
+	log.Warn("fetch error (retrying)", "err", err)
+	if err := w.observe(err); err != nil {
+		return true, fmt.Errorf("cdcjoin: %s: errors for %v: %w", stage, persistentErrors, err)
+	}
+	return true, nil
+}
 
 // errWindow tracks how long errors have persisted without a clean poll.
 type errWindow struct{ since time.Time }

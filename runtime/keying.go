@@ -160,20 +160,15 @@ func (k *keying) run(ctx context.Context) error {
 			k.sess.AllowRebalance()
 			return nil
 		}
-		if err := fetchErr(fs); err != nil {
-			k.m.Errors.WithLabelValues("keying", "kafka").Inc()
-			k.log.Warn("fetch error (retrying)", "err", err)
-			if err := errs.observe(err); err != nil {
-				k.sess.AllowRebalance()
-				return fmt.Errorf("cdcjoin: keying: errors for %v: %w", persistentErrors, err)
-			}
-			if fs.NumRecords() == 0 {
-				k.sess.AllowRebalance()
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-		} else {
-			errs.observe(nil)
+		hadErr, err := errs.check(fs, "keying", k.m, k.log)
+		if err != nil {
+			k.sess.AllowRebalance()
+			return err
+		}
+		if hadErr && fs.NumRecords() == 0 {
+			k.sess.AllowRebalance()
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		if fs.NumRecords() == 0 {
 			k.sess.AllowRebalance()
