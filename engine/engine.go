@@ -85,6 +85,7 @@ type Engine struct {
 	stats    Stats
 	emit     keyed.Emit
 	resume   map[topicPart]int64
+	next     map[topicPart]int64      // positions reached so far, written at each Commit
 	types    [3][]debezium.ColumnType // last schema'd column types per side
 }
 
@@ -117,7 +118,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, spec: spec, opts: opts, store: store,
 		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec),
-		resume: map[topicPart]int64{},
+		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
 	e.decoders = e.NewDecoders()
 	e.emit = opts.Emit
@@ -135,7 +136,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 // fingerprint identifies the state's shape: a state built for another
 // projection or join kind must not be resumed.
 func (e *Engine) fingerprint() []byte {
-	s := fmt.Sprintf("v1|%s|%v|%v|%v|%v|%v|%v", e.spec.Join, e.spec.ParentColumns, e.spec.ChildColumns,
+	s := fmt.Sprintf("v2|%s|%v|%v|%v|%v|%v|%v", e.spec.Join, e.spec.ParentColumns, e.spec.ChildColumns,
 		e.spec.ParentKey, e.spec.ChildKey, e.spec.ChildFK, e.spec.Out)
 	return []byte(s)
 }
@@ -282,9 +283,11 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 		}
 		e.stats.Bad++
 	}
-	if err := e.txn.SetPosition(r.Topic, r.Partition, r.Offset+1); err != nil {
-		return err
+	tp := topicPart{r.Topic, r.Partition}
+	if _, ok := e.next[tp]; !ok {
+		tp.topic = string([]byte(r.Topic)) // the key outlives the record
 	}
+	e.next[tp] = r.Offset + 1
 	e.pending++
 	if e.pending >= e.cfg.State.BatchEvents {
 		return e.Commit(ctx)
@@ -331,6 +334,11 @@ func (e *Engine) Commit(ctx context.Context) error {
 			return fmt.Errorf("cdcjoin: flush changes: %w", err)
 		}
 	}
+	for tp, next := range e.next {
+		if err := e.txn.SetPosition(tp.topic, tp.part, next); err != nil {
+			return err
+		}
+	}
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], e.version)
 	if err := e.txn.SetMeta(metaVersion, v[:]); err != nil {
@@ -370,14 +378,14 @@ func Materialize(store *joinstate.Store, spec *keyed.Spec, fn func(parentKey, ch
 	t := store.Begin()
 	defer t.Abort()
 	var vals, pk, ck []debezium.Value
-	return t.AllParents(func(jk []byte, p *joinstate.ParentRecord) error {
+	return t.Groups(func(jk []byte, p *joinstate.ParentRecord, children joinstate.ChildScan) error {
 		var err error
 		pk, _, err = joinstate.DecodeKey(pk[:0], jk, len(spec.ParentKey))
 		if err != nil {
 			return err
 		}
 		any := false
-		err = t.Children(jk, func(ckb []byte, c *joinstate.ChildRecord) error {
+		err = children(func(ckb []byte, c *joinstate.ChildRecord) error {
 			any = true
 			var err error
 			ck, _, err = joinstate.DecodeKey(ck[:0], ckb, len(spec.ChildKey))

@@ -9,27 +9,32 @@ import (
 )
 
 // TestRowCacheMetamorphic runs the same random operations (puts, deletes,
-// range clears, commits, aborts) against a store with the row cache (tiny,
-// so that it evicts) and one without, and requires identical reads.
+// range clears, commits, aborts) against a store without the row cache, one
+// with a tiny cache (it evicts, so keyspaces stop being complete) and one
+// with a cache that never evicts (misses are answered as absences), and
+// requires identical reads.
 func TestRowCacheMetamorphic(t *testing.T) {
 	for seed := int64(1); seed <= 5; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		open := func(rc int) *Store {
-			s, err := Open(Options{Dir: "/s", FS: vfs.NewMem(), RowCacheBytes: rc})
+		rcs := []int{-1, 4 << 10, 64 << 20}
+		fss := []vfs.FS{vfs.NewMem(), vfs.NewMem(), vfs.NewMem()}
+		open := func(j int) *Store {
+			s, err := Open(Options{Dir: "/s", FS: fss[j], RowCacheBytes: rcs[j]})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
 		}
-		stores := []*Store{open(-1), open(4 << 10)}
-		defer stores[0].Close()
-		defer stores[1].Close()
-		txns := []*Txn{stores[0].Begin(), stores[1].Begin()}
+		stores := []*Store{open(0), open(1), open(2)}
+		var txns []*Txn
+		for _, s := range stores {
+			txns = append(txns, s.Begin())
+		}
 		key := func() []byte { return AppendKey(nil, []debezium.Value{debezium.Int(int64(rng.Intn(50)))}) }
 		for i := 0; i < 5000; i++ {
 			k, k2 := key(), key()
 			op := rng.Intn(100)
-			var got [2]string
+			var got [3]string
 			for j, tx := range txns {
 				var err error
 				switch {
@@ -48,8 +53,14 @@ func TestRowCacheMetamorphic(t *testing.T) {
 				case op < 70:
 					err = tx.Commit()
 					txns[j] = stores[j].Begin()
-				case op < 73:
+				case op < 72:
 					tx.Abort()
+					txns[j] = stores[j].Begin()
+				case op < 73: // commit, close, reopen: the cache starts cold
+					if err = tx.Commit(); err == nil {
+						err = stores[j].Close()
+					}
+					stores[j] = open(j)
 					txns[j] = stores[j].Begin()
 				case op < 87:
 					var p ParentRecord
@@ -69,11 +80,13 @@ func TestRowCacheMetamorphic(t *testing.T) {
 					t.Fatalf("seed %d op %d: %v", seed, i, err)
 				}
 			}
-			if got[0] != got[1] {
-				t.Fatalf("seed %d op %d (%d): without cache %q, with cache %q", seed, i, op, got[0], got[1])
+			if got[0] != got[1] || got[0] != got[2] {
+				t.Fatalf("seed %d op %d (%d): without cache %q, evicting cache %q, complete cache %q", seed, i, op, got[0], got[1], got[2])
 			}
 		}
-		txns[0].Abort()
-		txns[1].Abort()
+		for j, tx := range txns {
+			tx.Abort()
+			stores[j].Close()
+		}
 	}
 }

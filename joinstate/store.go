@@ -2,16 +2,21 @@
 //
 // Layout (one pebble DB per Store; all keys begin with a one-byte prefix):
 //
-//	'P' joinKey                → parent record: version, padded-row version, projected parent row
-//	'C' joinKey childKey       → child record: version, projected child row (map state, prefix-scannable)
-//	'I' childKey               → joinKey + row (child index: where a child lives, its last row)
-//	'J' parentKey              → row (parent index of a keying stage: the parent's last row)
+//	'P' gen joinKey            → parent record: version, padded-row version, projected parent row
+//	'C' gen joinKey childKey   → child record: version, projected child row (map state, prefix-scannable)
+//	'I' gen childKey           → joinKey + row (child index: where a child lives, its last row)
+//	'J' gen parentKey          → row (parent index of a keying stage: the parent's last row)
 //	'O' topic 0x00 partition   → next offset to consume (input positions)
-//	'M' name                   → metadata (version counter, config fingerprint, …)
+//	'M' name                   → metadata (version counter, config fingerprint, generations, …)
 //
 // Join keys and child keys are tuples in the order-preserving, prefix-free
 // encoding of AppendKey, so the children of one join key are one contiguous
 // range that is iterated without loading it into memory.
+//
+// gen (a uvarint) is the keyspace's generation. Clearing a keyspace (a
+// truncate) moves it to the next generation and range-deletes the old one,
+// so later reads and scans never walk over the deleted entries that stay in
+// memtables and sstables until compaction drops them.
 //
 // All mutations go through a Txn, a pebble indexed batch that also carries the
 // input positions; Commit writes state and positions atomically, so they can
@@ -19,10 +24,12 @@
 package joinstate
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cockroachdb/pebble/v2"
@@ -66,6 +73,59 @@ type Store struct {
 	db    *pebble.DB
 	sync  bool
 	cache *rowCache // nil when disabled
+
+	mu   sync.Mutex  // guards gens
+	gens generations // committed generations
+}
+
+// generations holds the current generation of each clearable keyspace.
+type generations [4]uint64
+
+const metaGenerations = "generations"
+
+// isStateKey reports whether prefix names a generational keyspace.
+func isStateKey(prefix byte) bool {
+	switch prefix {
+	case prefixParent, prefixChild, prefixIndex, prefixPIndex:
+		return true
+	}
+	return false
+}
+
+func genSlot(prefix byte) int {
+	switch prefix {
+	case prefixParent:
+		return 0
+	case prefixChild:
+		return 1
+	case prefixIndex:
+		return 2
+	}
+	return 3 // prefixPIndex
+}
+
+// header appends prefix and its keyspace's generation to dst.
+func (g *generations) header(dst []byte, prefix byte) []byte {
+	return binary.AppendUvarint(append(dst, prefix), g[genSlot(prefix)])
+}
+
+func (g *generations) encode() []byte {
+	var b []byte
+	for _, v := range g {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+func (g *generations) decode(b []byte) error {
+	for i := range g {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return fmt.Errorf("%w: generations", ErrCorrupt)
+		}
+		g[i], b = v, b[n:]
+	}
+	return nil
 }
 
 type quietLogger struct{}
@@ -108,7 +168,41 @@ func Open(opts Options) (*Store, error) {
 	if rc == 0 {
 		rc = 64 << 20
 	}
-	return &Store{db: db, sync: opts.Sync, cache: newRowCache(rc)}, nil
+	s := &Store{db: db, sync: opts.Sync, cache: newRowCache(rc)}
+	g, err := s.Meta(metaGenerations)
+	if err == nil && g != nil {
+		err = s.gens.decode(g)
+	}
+	if err == nil && s.cache != nil {
+		err = s.markEmptyComplete()
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// markEmptyComplete tells the row cache which keyspaces are empty (and so
+// held completely by it from the start).
+func (s *Store) markEmptyComplete() error {
+	for _, prefix := range []byte{prefixParent, prefixChild, prefixIndex, prefixPIndex} {
+		hdr := s.gens.header(nil, prefix)
+		it, err := s.db.NewIter(prefixBounds(hdr))
+		if err != nil {
+			return fmt.Errorf("cdcjoin: state: %w", err)
+		}
+		empty := !it.First()
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return fmt.Errorf("cdcjoin: state: %w", err)
+		}
+		if empty {
+			s.cache.setComplete(prefix, s.gens[genSlot(prefix)])
+		}
+	}
+	return nil
 }
 
 // Close closes the store. Uncommitted Txns are discarded.
@@ -123,13 +217,15 @@ func (s *Store) Close() error {
 func (s *Store) DB() *pebble.DB { return s.db }
 
 // Begin starts a transaction. The caller must Commit or Abort it. At most
-// one Txn that writes may be open at a time; read-only Txns may overlap it
-// on the same goroutine.
+// one Txn may be open at a time, except Txns used only for scans (Groups,
+// AllParents, Children), which see committed data and may overlap it on the
+// same goroutine. (Point reads go through the row cache, which holds the
+// open Txn's writes.)
 func (s *Store) Begin() *Txn {
 	t := &Txn{s: s, b: s.db.NewIndexedBatch()}
-	if s.cache != nil {
-		t.pending = map[string]cacheEntry{}
-	}
+	s.mu.Lock()
+	t.gens = s.gens
+	s.mu.Unlock()
 	return t
 }
 
@@ -248,11 +344,15 @@ type ChildRecord struct {
 // Txn is a batch of state changes and input positions, committed atomically.
 // Reads see the Txn's own writes. Not safe for concurrent use.
 type Txn struct {
-	s       *Store
-	b       *pebble.Batch
-	pending map[string]cacheEntry // this Txn's reads and writes (nil: no cache)
-	key     []byte                // scratch
-	val     []byte                // scratch
+	s      *Store
+	b      *pebble.Batch
+	gens   generations      // this Txn's view; committed with it
+	genSet bool             // gens changed (a clear)
+	it     *pebble.Iterator // reused by Children and HasChildren (nil until needed)
+	itBusy bool
+	undo   []undoEntry // rolls back this Txn's writes to the row cache
+	key    []byte      // scratch
+	val    []byte      // scratch
 }
 
 // Len is the encoded size of the pending batch in bytes.
@@ -267,51 +367,74 @@ func (t *Txn) Commit() error {
 	if t.s.sync {
 		opts = pebble.Sync
 	}
-	err := t.b.Commit(opts)
+	t.closeIter()
+	var err error
+	if t.genSet {
+		err = t.b.Set(metaKey(metaGenerations), t.gens.encode(), nil)
+	}
+	if err == nil {
+		err = t.b.Commit(opts)
+	}
 	t.b.Close()
 	t.b = nil
 	if err != nil {
+		if t.s.cache != nil {
+			t.s.cache.rollback(t.undo)
+			t.undo = nil
+		}
 		return fmt.Errorf("cdcjoin: state: commit: %w", err)
 	}
-	if t.pending != nil {
-		t.s.cache.merge(t.pending)
-		t.pending = nil
+	if t.genSet {
+		t.s.mu.Lock()
+		t.s.gens = t.gens
+		t.s.mu.Unlock()
+	}
+	if t.s.cache != nil {
+		t.undo = t.undo[:0]
+		t.s.cache.evict()
 	}
 	return nil
 }
 
 // Abort discards the Txn.
 func (t *Txn) Abort() {
+	t.closeIter()
 	if t.b != nil {
 		t.b.Close()
 		t.b = nil
 	}
-	t.pending = nil
+	if t.s.cache != nil {
+		t.s.cache.rollback(t.undo)
+		t.undo = nil
+	}
 }
 
 func (t *Txn) get(key []byte) ([]byte, bool, error) {
-	if t.pending != nil {
-		if e, ok := t.pending[string(key)]; ok {
-			return e.val, e.present, nil
-		}
-		if e, ok := t.s.cache.get(key); ok {
+	c := t.s.cache
+	if c != nil {
+		if e, ok := c.get(key); ok {
 			return e.val, e.present, nil
 		}
 	}
+	// Every write of this Txn is in the cache, so a miss is a key this Txn
+	// has not written: the batch adds nothing to the committed value.
+	if c != nil && isStateKey(key[0]) && c.completeFor(key[0], t.gens[genSlot(key[0])]) {
+		return nil, false, nil
+	}
 	v, closer, err := t.b.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		if t.pending != nil {
-			t.pending[string(key)] = cacheEntry{}
+		if c != nil {
+			c.fill(key, cacheEntry{})
 		}
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("cdcjoin: state: read: %w", err)
 	}
-	if t.pending != nil {
+	if c != nil {
 		val := append([]byte(nil), v...)
 		closer.Close()
-		t.pending[string(key)] = cacheEntry{val: val, present: true}
+		c.fill(key, cacheEntry{val: val, present: true})
 		return val, true, nil
 	}
 	t.val = append(t.val[:0], v...)
@@ -323,8 +446,8 @@ func (t *Txn) set(key, val []byte) error {
 	if err := t.b.Set(key, val, nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: write: %w", err)
 	}
-	if t.pending != nil {
-		t.pending[string(key)] = cacheEntry{val: append([]byte(nil), val...), present: true}
+	if t.s.cache != nil {
+		t.undo = t.s.cache.write(key, cacheEntry{val: append([]byte(nil), val...), present: true}, t.undo)
 	}
 	return nil
 }
@@ -333,8 +456,8 @@ func (t *Txn) del(key []byte) error {
 	if err := t.b.Delete(key, nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: delete: %w", err)
 	}
-	if t.pending != nil {
-		t.pending[string(key)] = cacheEntry{}
+	if t.s.cache != nil {
+		t.undo = t.s.cache.write(key, cacheEntry{}, t.undo)
 	}
 	return nil
 }
@@ -342,7 +465,7 @@ func (t *Txn) del(key []byte) error {
 // Parent reads the parent record of joinKey (an encoded key tuple). Row values
 // are appended to rec.Row[:0].
 func (t *Txn) Parent(joinKey []byte, rec *ParentRecord) (bool, error) {
-	t.key = append(append(t.key[:0], prefixParent), joinKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixParent), joinKey...)
 	v, ok, err := t.get(t.key)
 	if !ok || err != nil {
 		return false, err
@@ -367,7 +490,7 @@ func decodeParent(v []byte, rec *ParentRecord) error {
 
 // PutParent stores the parent record of joinKey.
 func (t *Txn) PutParent(joinKey []byte, rec *ParentRecord) error {
-	t.key = append(append(t.key[:0], prefixParent), joinKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixParent), joinKey...)
 	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
 	t.val = binary.AppendUvarint(t.val, rec.PadVersion)
 	t.val = AppendRow(t.val, rec.Row)
@@ -376,13 +499,13 @@ func (t *Txn) PutParent(joinKey []byte, rec *ParentRecord) error {
 
 // DeleteParent removes the parent record of joinKey.
 func (t *Txn) DeleteParent(joinKey []byte) error {
-	t.key = append(append(t.key[:0], prefixParent), joinKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixParent), joinKey...)
 	return t.del(t.key)
 }
 
 // Child reads the child record (joinKey, childKey).
 func (t *Txn) Child(joinKey, childKey []byte, rec *ChildRecord) (bool, error) {
-	t.key = append(append(append(t.key[:0], prefixChild), joinKey...), childKey...)
+	t.key = append(append(t.gens.header(t.key[:0], prefixChild), joinKey...), childKey...)
 	v, ok, err := t.get(t.key)
 	if !ok || err != nil {
 		return false, err
@@ -403,7 +526,7 @@ func decodeChild(v []byte, rec *ChildRecord) error {
 
 // PutChild stores the child record (joinKey, childKey).
 func (t *Txn) PutChild(joinKey, childKey []byte, rec *ChildRecord) error {
-	t.key = append(append(append(t.key[:0], prefixChild), joinKey...), childKey...)
+	t.key = append(append(t.gens.header(t.key[:0], prefixChild), joinKey...), childKey...)
 	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
 	t.val = AppendRow(t.val, rec.Row)
 	return t.set(t.key, t.val)
@@ -411,7 +534,7 @@ func (t *Txn) PutChild(joinKey, childKey []byte, rec *ChildRecord) error {
 
 // DeleteChild removes the child record (joinKey, childKey).
 func (t *Txn) DeleteChild(joinKey, childKey []byte) error {
-	t.key = append(append(append(t.key[:0], prefixChild), joinKey...), childKey...)
+	t.key = append(append(t.gens.header(t.key[:0], prefixChild), joinKey...), childKey...)
 	return t.del(t.key)
 }
 
@@ -419,22 +542,30 @@ func (t *Txn) DeleteChild(joinKey, childKey []byte) error {
 // slice and rec are reused between calls: fn must copy what it keeps. Writes
 // made by fn to this Txn are not seen by the iteration in progress.
 func (t *Txn) Children(joinKey []byte, fn func(childKey []byte, rec *ChildRecord) error) error {
-	prefix := append([]byte{prefixChild}, joinKey...)
-	return t.scan(prefix, func(k, v []byte, rec *ChildRecord) error {
-		if err := decodeChild(v, rec); err != nil {
-			return err
+	prefix := append(t.gens.header(nil, prefixChild), joinKey...)
+	it, done, err := t.iter(prefix)
+	if err != nil {
+		return err
+	}
+	var rec ChildRecord
+	for valid := it.First(); valid; valid = it.Next() {
+		if err = decodeChild(it.Value(), &rec); err != nil {
+			break
 		}
-		return fn(k[len(prefix):], rec)
-	})
+		if err = fn(it.Key()[len(prefix):], &rec); err != nil {
+			break
+		}
+	}
+	return done(err)
 }
 
 // HasChildren reports whether joinKey has a child other than except (which
 // may be nil).
 func (t *Txn) HasChildren(joinKey, except []byte) (bool, error) {
-	prefix := append([]byte{prefixChild}, joinKey...)
-	it, err := t.b.NewIter(prefixBounds(prefix))
+	prefix := append(t.gens.header(nil, prefixChild), joinKey...)
+	it, done, err := t.iter(prefix)
 	if err != nil {
-		return false, fmt.Errorf("cdcjoin: state: %w", err)
+		return false, err
 	}
 	found := false
 	for valid := it.First(); valid; valid = it.Next() {
@@ -443,42 +574,62 @@ func (t *Txn) HasChildren(joinKey, except []byte) (bool, error) {
 			break
 		}
 	}
-	err = it.Error()
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return false, fmt.Errorf("cdcjoin: state: %w", err)
-	}
-	return found, nil
+	return found, done(nil)
 }
 
-func (t *Txn) scan(prefix []byte, fn func(k, v []byte, rec *ChildRecord) error) error {
-	it, err := t.b.NewIter(prefixBounds(prefix))
-	if err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
-	}
-	var rec ChildRecord
-	for valid := it.First(); valid; valid = it.Next() {
-		if err := fn(it.Key(), it.Value(), &rec); err != nil {
-			it.Close()
-			return err
+// iter returns an iterator over the keys with prefix, seeing every write of
+// the Txn so far, and a done function to call with the scan's error when
+// finished. The Txn's iterator is reused (re-bounded, which also refreshes
+// its view of the batch) unless a scan on it is still in progress.
+func (t *Txn) iter(prefix []byte) (*pebble.Iterator, func(error) error, error) {
+	opts := prefixBounds(prefix)
+	if t.itBusy {
+		it, err := t.b.NewIter(opts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cdcjoin: state: %w", err)
 		}
+		return it, func(err error) error {
+			if ierr := it.Error(); err == nil && ierr != nil {
+				err = fmt.Errorf("cdcjoin: state: %w", ierr)
+			}
+			if cerr := it.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("cdcjoin: state: %w", cerr)
+			}
+			return err
+		}, nil
 	}
-	err = it.Error()
-	if cerr := it.Close(); err == nil {
-		err = cerr
+	if t.it == nil {
+		it, err := t.b.NewIter(opts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cdcjoin: state: %w", err)
+		}
+		t.it = it
+	} else {
+		t.it.SetOptions(opts)
 	}
-	if err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
-	}
-	return nil
+	t.itBusy = true
+	return t.it, func(err error) error {
+		t.itBusy = false
+		if ierr := t.it.Error(); err == nil && ierr != nil {
+			err = fmt.Errorf("cdcjoin: state: %w", ierr)
+		}
+		return err
+	}, nil
 }
 
-// AllParents streams every parent in join-key order (for truncate and for
-// materializing the join).
+func (t *Txn) closeIter() {
+	if t.it != nil {
+		t.it.Close()
+		t.it = nil
+	}
+	t.itBusy = false
+}
+
+// AllParents streams every parent in join-key order (used to materialize the
+// join).
 func (t *Txn) AllParents(fn func(joinKey []byte, rec *ParentRecord) error) error {
-	it, err := t.b.NewIter(prefixBounds([]byte{prefixParent}))
+	hdr := t.gens.header(nil, prefixParent)
+	it, err := t.b.NewIter(prefixBounds(hdr))
 	if err != nil {
 		return fmt.Errorf("cdcjoin: state: %w", err)
 	}
@@ -488,7 +639,7 @@ func (t *Txn) AllParents(fn func(joinKey []byte, rec *ParentRecord) error) error
 		if err := decodeParent(it.Value(), &rec); err != nil {
 			return err
 		}
-		if err := fn(it.Key()[1:], &rec); err != nil {
+		if err := fn(it.Key()[len(hdr):], &rec); err != nil {
 			return err
 		}
 	}
@@ -498,15 +649,80 @@ func (t *Txn) AllParents(fn func(joinKey []byte, rec *ParentRecord) error) error
 	return nil
 }
 
-// AllChildren streams every child in (join key, child key) order; key is the
-// concatenation joinKey+childKey (split with the key tuple widths).
-func (t *Txn) AllChildren(fn func(key []byte, rec *ChildRecord) error) error {
-	return t.scan([]byte{prefixChild}, func(k, v []byte, rec *ChildRecord) error {
-		if err := decodeChild(v, rec); err != nil {
+// ChildScan streams the children of one join key (see Groups). It may be
+// called at most once.
+type ChildScan func(fn func(childKey []byte, rec *ChildRecord) error) error
+
+// Groups streams the join held in the state, grouped by join key, in
+// join-key order: fn is called once per stored parent with its join key, its
+// record and a ChildScan of its children. Children whose join key has no
+// parent are skipped. It walks the parents and the children side by side
+// (two sequential scans, no seek per parent), so a whole-state pass (a
+// truncate, materializing the join) costs one read of the state. Slices and
+// records passed to fn and to ChildScan callbacks are reused: copy what you
+// keep. Writes made by the callbacks are not seen by the scans in progress.
+func (t *Txn) Groups(fn func(joinKey []byte, p *ParentRecord, children ChildScan) error) error {
+	ph := t.gens.header(nil, prefixParent)
+	ch := t.gens.header(nil, prefixChild)
+	pit, err := t.b.NewIter(prefixBounds(ph))
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	defer pit.Close()
+	cit, err := t.b.NewIter(prefixBounds(ch))
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	defer cit.Close()
+	var p ParentRecord
+	var c ChildRecord
+	cvalid := cit.First()
+	for pvalid := pit.First(); pvalid; pvalid = pit.Next() {
+		if err := decodeParent(pit.Value(), &p); err != nil {
 			return err
 		}
-		return fn(k[1:], rec)
-	})
+		jk := pit.Key()[len(ph):]
+		// Skip children of join keys before jk. The tuple encoding is
+		// prefix-free, so a child key (jk' ck) not starting with jk orders
+		// like jk' against jk.
+		for cvalid {
+			rest := cit.Key()[len(ch):]
+			if bytes.HasPrefix(rest, jk) || bytes.Compare(rest, jk) > 0 {
+				break
+			}
+			cvalid = cit.Next()
+		}
+		scanned := false
+		scan := func(yield func(childKey []byte, rec *ChildRecord) error) error {
+			if scanned {
+				return errors.New("cdcjoin: state: a join key's children scanned twice")
+			}
+			scanned = true
+			for ; cvalid; cvalid = cit.Next() {
+				rest := cit.Key()[len(ch):]
+				if !bytes.HasPrefix(rest, jk) {
+					break
+				}
+				if err := decodeChild(cit.Value(), &c); err != nil {
+					return err
+				}
+				if err := yield(rest[len(jk):], &c); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := fn(jk, &p, scan); err != nil {
+			return err
+		}
+	}
+	if err := pit.Error(); err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	if err := cit.Error(); err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	return nil
 }
 
 // ClearParents deletes every parent record.
@@ -518,17 +734,20 @@ func (t *Txn) ClearChildren() error { return t.clear(prefixChild) }
 // ClearChildIndex deletes the whole child index.
 func (t *Txn) ClearChildIndex() error { return t.clear(prefixIndex) }
 
+// clear moves the keyspace of prefix to its next generation and deletes the
+// current one. Cached entries of the old generation become unreachable (their
+// keys name it) and age out of the row cache.
 func (t *Txn) clear(prefix byte) error {
-	if err := t.b.DeleteRange([]byte{prefix}, []byte{prefix + 1}, nil); err != nil {
+	t.closeIter()
+	old := t.gens.header(nil, prefix)
+	if err := t.b.DeleteRange(old, prefixEnd(old), nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: delete range: %w", err)
 	}
-	if t.pending != nil {
-		for k := range t.pending {
-			if k[0] == prefix {
-				delete(t.pending, k)
-			}
-		}
-		t.s.cache.dropPrefix(prefix)
+	t.gens[genSlot(prefix)]++
+	t.genSet = true
+	if t.s.cache != nil {
+		// The new generation is empty: the cache holds it completely.
+		t.s.cache.setComplete(prefix, t.gens[genSlot(prefix)])
 	}
 	return nil
 }
@@ -558,7 +777,7 @@ func DecodeIndexEntry(entry []byte, row []debezium.Value) (joinKey []byte, _ []d
 // ChildIndex reads the index entry of childKey: the join key it lives under
 // (appended to jkDst) and its last row (appended to row[:0]).
 func (t *Txn) ChildIndex(jkDst, childKey []byte, row []debezium.Value) ([]byte, []debezium.Value, bool, error) {
-	t.key = append(append(t.key[:0], prefixIndex), childKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixIndex), childKey...)
 	v, ok, err := t.get(t.key)
 	if !ok || err != nil {
 		return jkDst, row, false, err
@@ -572,13 +791,13 @@ func (t *Txn) ChildIndex(jkDst, childKey []byte, row []debezium.Value) ([]byte, 
 
 // SetChildIndex stores childKey's index entry (see AppendIndexEntry).
 func (t *Txn) SetChildIndex(childKey, entry []byte) error {
-	t.key = append(append(t.key[:0], prefixIndex), childKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixIndex), childKey...)
 	return t.set(t.key, entry)
 }
 
 // DeleteChildIndex forgets childKey.
 func (t *Txn) DeleteChildIndex(childKey []byte) error {
-	t.key = append(append(t.key[:0], prefixIndex), childKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixIndex), childKey...)
 	return t.del(t.key)
 }
 
@@ -586,7 +805,7 @@ func (t *Txn) DeleteChildIndex(childKey []byte) error {
 // appended to row[:0]). Only keying stages that resolve parents' TOAST
 // placeholders keep a parent index (see keyed.Keyer.ResolveParents).
 func (t *Txn) ParentIndex(parentKey []byte, row []debezium.Value) ([]debezium.Value, bool, error) {
-	t.key = append(append(t.key[:0], prefixPIndex), parentKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixPIndex), parentKey...)
 	v, ok, err := t.get(t.key)
 	if !ok || err != nil {
 		return row, false, err
@@ -597,13 +816,13 @@ func (t *Txn) ParentIndex(parentKey []byte, row []debezium.Value) ([]debezium.Va
 
 // SetParentIndex stores parentKey's entry (joinstate.AppendRow of its row).
 func (t *Txn) SetParentIndex(parentKey, entry []byte) error {
-	t.key = append(append(t.key[:0], prefixPIndex), parentKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixPIndex), parentKey...)
 	return t.set(t.key, entry)
 }
 
 // DeleteParentIndex forgets parentKey.
 func (t *Txn) DeleteParentIndex(parentKey []byte) error {
-	t.key = append(append(t.key[:0], prefixPIndex), parentKey...)
+	t.key = append(t.gens.header(t.key[:0], prefixPIndex), parentKey...)
 	return t.del(t.key)
 }
 

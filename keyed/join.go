@@ -227,20 +227,25 @@ func (j *Join) parentDelete(t *joinstate.Txn, joinKey []byte, version uint64, em
 
 // retractParentRows retracts every joined row of parent p.
 func (j *Join) retractParentRows(t *joinstate.Txn, joinKey []byte, p *joinstate.ParentRecord, version uint64, emit Emit) error {
+	children := func(fn func([]byte, *joinstate.ChildRecord) error) error { return t.Children(joinKey, fn) }
+	any, err := j.retractChildren(joinKey, p, children, version, emit)
+	if err != nil || any || j.spec.Join != config.Left {
+		return err
+	}
+	j.vals = j.spec.Output(j.vals, p.Row, nil)
+	return j.emit(emit, Retract, version, joinKey, nil, j.vals, nil, p.PadVersion)
+}
+
+// retractChildren retracts the rows joining parent p with each child
+// children streams, and reports whether there was any.
+func (j *Join) retractChildren(joinKey []byte, p *joinstate.ParentRecord, children joinstate.ChildScan, version uint64, emit Emit) (bool, error) {
 	any := false
-	err := t.Children(joinKey, func(ck []byte, c *joinstate.ChildRecord) error {
+	err := children(func(ck []byte, c *joinstate.ChildRecord) error {
 		any = true
 		j.vals = j.spec.Output(j.vals, p.Row, c.Row)
 		return j.emit(emit, Retract, version, joinKey, ck, j.vals, nil, max(p.Version, c.Version))
 	})
-	if err != nil {
-		return err
-	}
-	if !any && j.spec.Join == config.Left {
-		j.vals = j.spec.Output(j.vals, p.Row, nil)
-		return j.emit(emit, Retract, version, joinKey, nil, j.vals, nil, p.PadVersion)
-	}
-	return nil
+	return any, err
 }
 
 func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
@@ -321,8 +326,13 @@ func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version u
 
 // truncateParents retracts every joined row and deletes all parents.
 func (j *Join) truncateParents(t *joinstate.Txn, version uint64, emit Emit) error {
-	err := t.AllParents(func(jk []byte, p *joinstate.ParentRecord) error {
-		return j.retractParentRows(t, jk, p, version, emit)
+	err := t.Groups(func(jk []byte, p *joinstate.ParentRecord, children joinstate.ChildScan) error {
+		any, err := j.retractChildren(jk, p, children, version, emit)
+		if err != nil || any || j.spec.Join != config.Left {
+			return err
+		}
+		j.vals = j.spec.Output(j.vals, p.Row, nil)
+		return j.emit(emit, Retract, version, jk, nil, j.vals, nil, p.PadVersion)
 	})
 	if err != nil {
 		return err
@@ -331,57 +341,23 @@ func (j *Join) truncateParents(t *joinstate.Txn, version uint64, emit Emit) erro
 }
 
 // truncateChildren retracts every parent-child row, pads parents in a LEFT
-// join, and deletes all children.
+// join, and deletes all children. Parent record writes (the pad version) do
+// not disturb the scan in progress.
 func (j *Join) truncateChildren(t *joinstate.Txn, version uint64, emit Emit) error {
-	nk := len(j.spec.ParentKey)
-	var cur []byte
-	var curHas bool
-	// pad emits the padded row of the group just finished (LEFT join). The
-	// parent record write does not disturb the children scan in progress.
-	pad := func() error {
-		if !curHas || j.spec.Join != config.Left {
-			return nil
-		}
-		j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
-		if err := j.emit(emit, Upsert, version, cur, nil, j.vals, nil, 0); err != nil {
+	err := t.Groups(func(jk []byte, p *joinstate.ParentRecord, children joinstate.ChildScan) error {
+		any, err := j.retractChildren(jk, p, children, version, emit)
+		if err != nil || !any || j.spec.Join != config.Left {
 			return err
 		}
-		j.parent.PadVersion = version
-		return t.PutParent(cur, &j.parent)
-	}
-	var scratch []debezium.Value
-	err := t.AllChildren(func(key []byte, c *joinstate.ChildRecord) error {
-		var n int
-		var err error
-		scratch, n, err = joinstate.DecodeKey(scratch[:0], key, nk)
-		if err != nil {
+		j.vals = j.spec.Output(j.vals, p.Row, nil)
+		if err := j.emit(emit, Upsert, version, jk, nil, j.vals, nil, 0); err != nil {
 			return err
 		}
-		jk, ck := key[:n], key[n:]
-		if cur == nil || string(jk) != string(cur) {
-			if err := pad(); err != nil {
-				return err
-			}
-			cur = append(cur[:0], jk...)
-			curHas, err = t.Parent(jk, &j.parent)
-			if err != nil {
-				return err
-			}
-		}
-		if !curHas {
-			return nil
-		}
-		j.vals = j.spec.Output(j.vals, j.parent.Row, c.Row)
-		return j.emit(emit, Retract, version, jk, ck, j.vals, nil, max(j.parent.Version, c.Version))
+		p.PadVersion = version
+		return t.PutParent(jk, p)
 	})
 	if err != nil {
 		return err
 	}
-	if err := pad(); err != nil {
-		return err
-	}
-	if err := t.ClearChildren(); err != nil {
-		return err
-	}
-	return nil
+	return t.ClearChildren()
 }
