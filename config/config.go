@@ -136,7 +136,8 @@ type State struct {
 	// RowCacheMB bounds the in-memory cache of state entries in front of
 	// pebble's point lookups, per state store (default 64; -1 disables).
 	RowCacheMB int `yaml:"row_cache_mb"`
-	// MemTableMB is pebble's memtable size in MiB (default 32).
+	// MemTableMB is pebble's memtable size in MiB (default 8: a memtable
+	// lookup and insert walk a skiplist whose depth grows with its size).
 	MemTableMB int `yaml:"memtable_mb"`
 	// BatchEvents is how many input events are applied per pebble batch
 	// (default 1000). Larger batches amortize the commit; smaller ones bound

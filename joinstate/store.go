@@ -57,7 +57,7 @@ type Options struct {
 	// FS overrides the filesystem (tests: vfs.NewMem, crash and error
 	// injection). Default: the OS filesystem.
 	FS vfs.FS
-	// MemTableBytes is pebble's memtable size (default 32 MiB).
+	// MemTableBytes is pebble's memtable size (default 8 MiB).
 	MemTableBytes uint64
 	// RowCacheBytes bounds an in-memory cache of state entries in front of
 	// pebble's point lookups (0: 64 MiB; negative: none).
@@ -152,7 +152,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	po.MemTableSize = opts.MemTableBytes
 	if po.MemTableSize == 0 {
-		po.MemTableSize = 32 << 20
+		po.MemTableSize = 8 << 20
 	}
 	// Most lookups are point gets of keys that often do not exist (a new
 	// child, a parent not seen yet): bloom filters let them skip tables.
