@@ -525,3 +525,58 @@ func skipNonStructural(b []byte, j int) int {
 	}
 	return j
 }
+
+// Members calls fn for each member of the JSON object in b with the member's
+// name (unescaped; valid only during the call) and the raw bytes of its value
+// (a subslice of b). Values are checked as the scanner's skip checks them:
+// strings, numbers and literals in full, containers for balance and string
+// syntax. Anything after the object other than whitespace is an error. It
+// does not allocate unless a name has escapes. Errors are *DecodeError (of
+// kind ErrMalformed) or fn's.
+func Members(b []byte, fn func(name, raw []byte) error) error {
+	s := scanner{b: b}
+	if err := s.enterObject(); err != nil {
+		return err
+	}
+	var kbuf []byte
+	for first := true; ; {
+		k, done, err := s.nextKey(&first, &kbuf)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
+		s.ws()
+		start := s.i
+		if err := s.skip(); err != nil {
+			return err
+		}
+		if err := fn(k, b[start:s.i]); err != nil {
+			return err
+		}
+	}
+	if !s.atEnd() {
+		return s.syntaxErr("data after the object")
+	}
+	return nil
+}
+
+// ParseInt parses a JSON integer literal without allocating; ok is false
+// if raw is not one or overflows int64.
+func ParseInt(raw []byte) (int64, bool) { return parseIntLit(raw) }
+
+// PlainString returns the contents of the JSON string literal raw when it
+// has no escapes; ok is false otherwise (not a string, or escaped).
+func PlainString(raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, c := range in {
+		if strStop[c] {
+			return nil, false
+		}
+	}
+	return in, true
+}

@@ -1,6 +1,7 @@
 package debezium
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 )
@@ -61,4 +62,26 @@ func TestUnescape(t *testing.T) {
 			t.Errorf("unescape(%s): no error", bad)
 		}
 	}
+}
+
+// FuzzMembers: Members never panics, and the raw values it reports are
+// subslices that tile the object's members in order.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":"x","c":{"d":[1,{}]},"e":null}`, `{}`, ` { "k" : [ ] } `, `{"a":}`, `{"a":1`, `{"\u0041":true}`, `[1]`, `{"a":1}x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		last := 0
+		_ = Members(b, func(name, raw []byte) error {
+			if len(raw) == 0 {
+				t.Fatalf("empty value for %q in %q", name, b)
+			}
+			i := bytes.Index(b[last:], raw)
+			if i < 0 {
+				t.Fatalf("value %q not found after byte %d of %q", raw, last, b)
+			}
+			last += i + len(raw)
+			return nil
+		})
+	})
 }

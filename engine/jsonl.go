@@ -5,18 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
+
+	"github.com/cdcjoin/cdcjoin/debezium"
 
 	json "github.com/goccy/go-json"
 )
-
-// jsonlRecord is one line of the replay input format.
-type jsonlRecord struct {
-	Topic     string          `json:"topic"`
-	Partition int32           `json:"partition"`
-	Offset    *int64          `json:"offset"`
-	Key       json.RawMessage `json:"key"`
-	Value     json.RawMessage `json:"value"`
-}
 
 // MaxLineBytes bounds one input line of ReadJSONL.
 const MaxLineBytes = 64 << 20
@@ -32,8 +26,7 @@ const MaxLineBytes = 64 << 20
 func ReadJSONL(r io.Reader, name string, fn func(*Record) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var line []byte
-	var jr jsonlRecord
-	var rec Record
+	var p lineParser
 	for n := 1; ; n++ {
 		var err error
 		line, err = readLine(br, line[:0])
@@ -47,15 +40,14 @@ func ReadJSONL(r io.Reader, name string, fn func(*Record) error) error {
 		if len(line) == 0 {
 			continue
 		}
-		jr = jsonlRecord{}
-		if uerr := json.Unmarshal(line, &jr); uerr != nil {
-			return fmt.Errorf("cdcjoin: %s line %d: not a replay record {\"topic\",\"partition\",\"offset\",\"key\",\"value\"}: %w", name, n, uerr)
+		rec, perr := p.parse(line)
+		if perr != nil {
+			return fmt.Errorf("cdcjoin: %s line %d: not a replay record {\"topic\",\"partition\",\"offset\",\"key\",\"value\"}: %w", name, n, perr)
 		}
-		if jr.Topic == "" || jr.Offset == nil {
+		if rec == nil {
 			return fmt.Errorf("cdcjoin: %s line %d: record needs \"topic\" and \"offset\"", name, n)
 		}
-		rec = Record{Topic: jr.Topic, Partition: jr.Partition, Offset: *jr.Offset, Key: nullToNil(jr.Key), Value: nullToNil(jr.Value)}
-		if ferr := fn(&rec); ferr != nil {
+		if ferr := fn(rec); ferr != nil {
 			return ferr
 		}
 		if err == io.EOF {
@@ -64,7 +56,67 @@ func ReadJSONL(r io.Reader, name string, fn func(*Record) error) error {
 	}
 }
 
-func nullToNil(b json.RawMessage) []byte {
+// lineParser parses replay lines without allocating per line: key and value
+// stay raw JSON slices of the line, and the topic string is reused while
+// consecutive lines name the same topic.
+type lineParser struct {
+	rec   Record
+	topic string
+}
+
+// parse parses one line; a nil Record (and nil error) means "topic" or
+// "offset" is missing.
+func (p *lineParser) parse(line []byte) (*Record, error) {
+	var hasTopic, hasOffset bool
+	p.rec = Record{}
+	err := debezium.Members(line, func(name, raw []byte) error {
+		switch string(name) {
+		case "topic":
+			if t, ok := debezium.PlainString(raw); ok {
+				if string(t) != p.topic {
+					p.topic = string(t)
+				}
+			} else if err := json.Unmarshal(raw, &p.topic); err != nil {
+				return fmt.Errorf("\"topic\" is not a string: %w", err)
+			}
+			p.rec.Topic, hasTopic = p.topic, p.topic != ""
+		case "partition":
+			if string(raw) == "null" {
+				p.rec.Partition = 0
+				return nil
+			}
+			v, ok := debezium.ParseInt(raw)
+			if !ok || v < math.MinInt32 || v > math.MaxInt32 {
+				return fmt.Errorf("\"partition\" is not a 32-bit integer: %.40s", raw)
+			}
+			p.rec.Partition = int32(v)
+		case "offset":
+			if string(raw) == "null" {
+				hasOffset = false
+				return nil
+			}
+			v, ok := debezium.ParseInt(raw)
+			if !ok {
+				return fmt.Errorf("\"offset\" is not a 64-bit integer: %.40s", raw)
+			}
+			p.rec.Offset, hasOffset = v, true
+		case "key":
+			p.rec.Key = nullToNil(raw)
+		case "value":
+			p.rec.Value = nullToNil(raw)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !hasTopic || !hasOffset {
+		return nil, nil
+	}
+	return &p.rec, nil
+}
+
+func nullToNil(b []byte) []byte {
 	if len(b) == 0 || string(b) == "null" {
 		return nil
 	}
