@@ -535,28 +535,25 @@ func skipNonStructural(b []byte, j int) int {
 // kind ErrMalformed) or fn's.
 func Members(b []byte, fn func(name, raw []byte) error) error {
 	s := scanner{b: b}
-	if err := s.enterObject(); err != nil {
-		return err
-	}
-	var kbuf []byte
-	for first := true; ; {
-		k, done, err := s.nextKey(&first, &kbuf)
-		if err != nil {
-			return err
-		}
-		if done {
-			break
-		}
+	var ferr error
+	stop := &DecodeError{}
+	err := s.members(func(name []byte) *DecodeError {
 		s.ws()
 		start := s.i
 		if err := s.skip(); err != nil {
 			return err
 		}
-		if err := fn(k, b[start:s.i]); err != nil {
-			return err
+		if ferr = fn(name, b[start:s.i]); ferr != nil {
+			return stop
 		}
-	}
-	if !s.atEnd() {
+		return nil
+	})
+	switch {
+	case err == stop:
+		return ferr
+	case err != nil:
+		return err
+	case !s.atEnd():
 		return s.syntaxErr("data after the object")
 	}
 	return nil
