@@ -1,6 +1,9 @@
 package joinstate
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"hash/maphash"
+)
 
 // rowCache keeps recently read or written state entries in memory (key →
 // value, or known absence), in front of pebble's point lookups. On
@@ -11,9 +14,9 @@ import "encoding/binary"
 // through it and keeps an undo log: Abort rolls the writes back, Commit drops
 // the log. Nothing is evicted while a Txn is open (its writes must stay
 // visible), only at Commit. A range clear moves the keyspace to a new
-// generation (see Store), so the cleared entries are never looked up again
-// and age out. It is used by one Txn at a time (the Store's single-writer
-// rule) and needs no lock.
+// generation (see Store), so the cleared entries are never looked up again;
+// eviction drops them first. It is used by one Txn at a time (the Store's
+// single-writer rule) and needs no lock.
 //
 // Completeness: while a keyspace's current generation has never lost an
 // entry to eviction since it was empty (a fresh store, or a generation just
@@ -21,34 +24,151 @@ import "encoding/binary"
 // is a known absence and needs no pebble lookup. A state that fits in the
 // cache then runs at hash-map speed; one that does not falls back to pebble
 // on the first eviction.
+//
+// Layout: entries are appended to byte slabs (uvarint key length, key, a
+// presence byte, uvarint value length, value) and found through a map from
+// the key's 64-bit hash to the entry's position. Neither holds pointers, so
+// the garbage collector does not scan the cache however large it is. Two keys
+// with the same hash share a slot: the newer displaces the older (which
+// counts as evicted), and a lookup that finds the other key is a miss that
+// proves nothing.
 type rowCache struct {
-	m     map[string]cacheEntry
-	bytes int
+	idx   map[uint64]uint64 // key hash → entry ref (slab << 32 | offset)
+	slabs [][]byte          // append-only; replaced wholesale by compact
+	live  int               // bytes of the entries idx references
+	used  int               // bytes appended to slabs
 	max   int
+	seed  maphash.Seed
 	// complete[slot] is the generation of that keyspace held completely,
 	// or -1.
 	complete [4]int64
 }
 
-type cacheEntry struct {
-	val     []byte // nil when absent
-	present bool
-}
-
-// undoEntry restores key to old (or removes it when !had).
+// undoEntry restores slot h to ref old (or removes it when !had).
 type undoEntry struct {
-	key string
-	old cacheEntry
+	h   uint64
+	old uint64
 	had bool
 }
 
-const cacheEntryOverhead = 64 // map slot, string header, slice header
+// lookup results of rowCache.get.
+const (
+	cacheMiss      = iota // not cached (a known absence if the keyspace is complete)
+	cacheHit              // val/present are the entry
+	cacheCollision        // another key holds the slot: not cached, proves nothing
+)
+
+const (
+	slabBytes       = 1 << 20
+	idxEntryBytes   = 24 // map slot (hash + ref) with load-factor slack
+	maxCompleteGens = 4
+)
 
 func newRowCache(max int) *rowCache {
 	if max <= 0 {
 		return nil
 	}
-	return &rowCache{m: map[string]cacheEntry{}, max: max, complete: [4]int64{-1, -1, -1, -1}}
+	return &rowCache{idx: map[uint64]uint64{}, max: max, seed: maphash.MakeSeed(),
+		complete: [maxCompleteGens]int64{-1, -1, -1, -1}}
+}
+
+// entry decodes the entry at ref: its key, presence and value (aliasing the
+// slab, which is never written again).
+func (c *rowCache) entry(ref uint64) (key []byte, present bool, val []byte) {
+	return entryAt(c.slabs[ref>>32][uint32(ref):])
+}
+
+func entrySize(key, val []byte) int {
+	return uvarintLen(len(key)) + len(key) + 1 + uvarintLen(len(val)) + len(val)
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for n >= 0x80 {
+		n >>= 7
+		l++
+	}
+	return l
+}
+
+// get looks key up.
+func (c *rowCache) get(key []byte) (val []byte, present bool, status int) {
+	ref, ok := c.idx[maphash.Bytes(c.seed, key)]
+	if !ok {
+		return nil, false, cacheMiss
+	}
+	k, present, val := c.entry(ref)
+	if string(k) != string(key) {
+		return nil, false, cacheCollision
+	}
+	return val, present, cacheHit
+}
+
+// appendEntry stores an entry in the slabs and returns its ref.
+func (c *rowCache) appendEntry(key []byte, present bool, val []byte) uint64 {
+	size := entrySize(key, val)
+	last := len(c.slabs) - 1
+	if last < 0 || len(c.slabs[last])+size > cap(c.slabs[last]) {
+		c.slabs = append(c.slabs, make([]byte, 0, max(slabBytes, size)))
+		last++
+	}
+	b := c.slabs[last]
+	off := len(b)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	p := byte(0)
+	if present {
+		p = 1
+	}
+	b = append(b, p)
+	b = binary.AppendUvarint(b, uint64(len(val)))
+	b = append(b, val...)
+	c.slabs[last] = b
+	c.used += size
+	return uint64(last)<<32 | uint64(off)
+}
+
+// put points key's slot at a new entry and returns the slot's previous ref.
+func (c *rowCache) put(key []byte, present bool, val []byte) (h, old uint64, had bool) {
+	h = maphash.Bytes(c.seed, key)
+	old, had = c.idx[h]
+	if had {
+		k, _, v := c.entry(old)
+		c.live -= entrySize(k, v) + idxEntryBytes
+		if string(k) != string(key) {
+			c.evicted(k) // a hash collision displaces the other key
+		}
+	}
+	c.idx[h] = c.appendEntry(key, present, val)
+	c.live += entrySize(key, val) + idxEntryBytes
+	return h, old, had
+}
+
+// fill records a committed value read from pebble (no undo needed).
+func (c *rowCache) fill(key []byte, present bool, val []byte) { c.put(key, present, val) }
+
+// write installs an uncommitted write and appends its undo record to undo.
+func (c *rowCache) write(key []byte, present bool, val []byte, undo []undoEntry) []undoEntry {
+	h, old, had := c.put(key, present, val)
+	return append(undo, undoEntry{h: h, old: old, had: had})
+}
+
+// rollback undoes writes, newest first.
+func (c *rowCache) rollback(undo []undoEntry) {
+	for i := len(undo) - 1; i >= 0; i-- {
+		u := undo[i]
+		if cur, ok := c.idx[u.h]; ok {
+			k, _, v := c.entry(cur)
+			c.live -= entrySize(k, v) + idxEntryBytes
+		}
+		if u.had {
+			c.idx[u.h] = u.old
+			k, _, v := c.entry(u.old)
+			c.live += entrySize(k, v) + idxEntryBytes
+		} else {
+			delete(c.idx, u.h)
+		}
+	}
 }
 
 // completeFor reports whether generation gen of the keyspace of prefix is
@@ -61,72 +181,58 @@ func (c *rowCache) completeFor(prefix byte, gen uint64) bool {
 // in pebble and so) held completely.
 func (c *rowCache) setComplete(prefix byte, gen uint64) { c.complete[genSlot(prefix)] = int64(gen) }
 
+// keyGen returns the keyspace generation named by a state key.
+func keyGen(key []byte) (uint64, bool) {
+	if len(key) < 2 || !isStateKey(key[0]) {
+		return 0, false
+	}
+	gen, n := binary.Uvarint(key[1:])
+	return gen, n > 0
+}
+
 // evicted notes that key left the cache: its generation is no longer
 // complete.
-func (c *rowCache) evicted(key string) {
-	switch key[0] {
-	case prefixParent, prefixChild, prefixIndex, prefixPIndex:
-	default:
-		return
-	}
-	gen, n := binary.Uvarint([]byte(key[1:min(len(key), 11)]))
-	if n > 0 && c.complete[genSlot(key[0])] == int64(gen) {
+func (c *rowCache) evicted(key []byte) {
+	if gen, ok := keyGen(key); ok && c.complete[genSlot(key[0])] == int64(gen) {
 		c.complete[genSlot(key[0])] = -1
 	}
 }
 
-func (c *rowCache) get(key []byte) (cacheEntry, bool) {
-	e, ok := c.m[string(key)]
-	return e, ok
-}
-
-// fill records a committed value read from pebble (no undo needed).
-func (c *rowCache) fill(key []byte, e cacheEntry) {
-	c.m[string(key)] = e
-	c.bytes += len(key) + len(e.val) + cacheEntryOverhead
-}
-
-// write installs an uncommitted write and appends its undo record to undo.
-func (c *rowCache) write(key []byte, e cacheEntry, undo []undoEntry) []undoEntry {
-	old, had := c.m[string(key)]
-	k := string(key)
-	if had {
-		c.bytes -= len(k) + len(old.val) + cacheEntryOverhead
-	}
-	c.m[k] = e
-	c.bytes += len(k) + len(e.val) + cacheEntryOverhead
-	return append(undo, undoEntry{key: k, old: old, had: had})
-}
-
-// rollback undoes writes, newest first.
-func (c *rowCache) rollback(undo []undoEntry) {
-	for i := len(undo) - 1; i >= 0; i-- {
-		u := undo[i]
-		if cur, ok := c.m[u.key]; ok {
-			c.bytes -= len(u.key) + len(cur.val) + cacheEntryOverhead
-		}
-		if u.had {
-			c.m[u.key] = u.old
-			c.bytes += len(u.key) + len(u.old.val) + cacheEntryOverhead
-		} else {
-			delete(c.m, u.key)
-		}
-	}
-}
-
-// evict brings the cache under budget, evicting in map order (i.e.
-// randomly). Only call it with no Txn open.
-func (c *rowCache) evict() {
-	if c.bytes <= c.max {
+// evict brings the cache under budget when the slabs outgrow it: entries of
+// old generations go first, then random ones (map order) until the live
+// entries take 70% of the budget; the survivors are copied into fresh slabs.
+// Only call it with no Txn open.
+func (c *rowCache) evict(gens *generations) {
+	if c.used+len(c.idx)*idxEntryBytes <= c.max {
 		return
 	}
-	target := c.max * 9 / 10
-	for k, e := range c.m {
-		if c.bytes <= target {
-			break
+	target := c.max * 7 / 10
+	for h, ref := range c.idx {
+		k, _, v := c.entry(ref)
+		gen, isState := keyGen(k)
+		stale := isState && gen != gens[genSlot(k[0])]
+		if !stale && c.live <= target {
+			continue
 		}
-		delete(c.m, k)
-		c.bytes -= len(k) + len(e.val) + cacheEntryOverhead
-		c.evicted(k)
+		if !stale {
+			c.evicted(k)
+		}
+		delete(c.idx, h)
+		c.live -= entrySize(k, v) + idxEntryBytes
 	}
+	old := c.slabs
+	c.slabs, c.used = nil, 0
+	for h, ref := range c.idx {
+		k, p, v := entryAt(old[ref>>32][uint32(ref):])
+		c.idx[h] = c.appendEntry(k, p, v)
+	}
+}
+
+func entryAt(b []byte) (key []byte, present bool, val []byte) {
+	kl, n := binary.Uvarint(b)
+	key = b[n : n+int(kl)]
+	b = b[n+int(kl):]
+	vl, m := binary.Uvarint(b[1:])
+	end := 1 + m + int(vl)
+	return key, b[0] == 1, b[1+m : end : end]
 }

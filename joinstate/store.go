@@ -391,7 +391,10 @@ func (t *Txn) Commit() error {
 	}
 	if t.s.cache != nil {
 		t.undo = t.undo[:0]
-		t.s.cache.evict()
+		t.s.mu.Lock()
+		gens := t.s.gens
+		t.s.mu.Unlock()
+		t.s.cache.evict(&gens)
 	}
 	return nil
 }
@@ -412,33 +415,32 @@ func (t *Txn) Abort() {
 func (t *Txn) get(key []byte) ([]byte, bool, error) {
 	c := t.s.cache
 	if c != nil {
-		if e, ok := c.get(key); ok {
-			return e.val, e.present, nil
+		val, present, status := c.get(key)
+		if status == cacheHit {
+			return val, present, nil
 		}
-	}
-	// Every write of this Txn is in the cache, so a miss is a key this Txn
-	// has not written: the batch adds nothing to the committed value.
-	if c != nil && isStateKey(key[0]) && c.completeFor(key[0], t.gens[genSlot(key[0])]) {
-		return nil, false, nil
+		// Every write of this Txn is in the cache, so a miss is a key this
+		// Txn has not written, and in a complete keyspace one that does not
+		// exist.
+		if status == cacheMiss && isStateKey(key[0]) && c.completeFor(key[0], t.gens[genSlot(key[0])]) {
+			return nil, false, nil
+		}
 	}
 	v, closer, err := t.b.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		if c != nil {
-			c.fill(key, cacheEntry{})
+			c.fill(key, false, nil)
 		}
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("cdcjoin: state: read: %w", err)
 	}
-	if c != nil {
-		val := append([]byte(nil), v...)
-		closer.Close()
-		c.fill(key, cacheEntry{val: val, present: true})
-		return val, true, nil
-	}
 	t.val = append(t.val[:0], v...)
 	closer.Close()
+	if c != nil {
+		c.fill(key, true, t.val)
+	}
 	return t.val, true, nil
 }
 
@@ -447,7 +449,7 @@ func (t *Txn) set(key, val []byte) error {
 		return fmt.Errorf("cdcjoin: state: write: %w", err)
 	}
 	if t.s.cache != nil {
-		t.undo = t.s.cache.write(key, cacheEntry{val: append([]byte(nil), val...), present: true}, t.undo)
+		t.undo = t.s.cache.write(key, true, val, t.undo)
 	}
 	return nil
 }
@@ -457,7 +459,7 @@ func (t *Txn) del(key []byte) error {
 		return fmt.Errorf("cdcjoin: state: delete: %w", err)
 	}
 	if t.s.cache != nil {
-		t.undo = t.s.cache.write(key, cacheEntry{}, t.undo)
+		t.undo = t.s.cache.write(key, false, nil, t.undo)
 	}
 	return nil
 }
