@@ -183,7 +183,7 @@ func (c *rowCache) setComplete(prefix byte, gen uint64) { c.complete[genSlot(pre
 
 // keyGen returns the keyspace generation named by a state key.
 func keyGen(key []byte) (uint64, bool) {
-	if len(key) < 2 || !isStateKey(key[0]) {
+	if len(key) < 2 || !(isStateKey(key[0]) || key[0] == prefixChildMark) {
 		return 0, false
 	}
 	gen, n := binary.Uvarint(key[1:])

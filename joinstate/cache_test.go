@@ -1,6 +1,7 @@
 package joinstate
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -9,7 +10,8 @@ import (
 )
 
 // TestRowCacheMetamorphic runs the same random operations (puts, deletes,
-// range clears, commits, aborts) against a store without the row cache, one
+// range clears, commits, aborts, reopens; parents, child index, children and
+// child scans) against a store without the row cache, one
 // with a tiny cache (it evicts, so keyspaces stop being complete) and one
 // with a cache that never evicts (misses are answered as absences), and
 // requires identical reads.
@@ -33,7 +35,7 @@ func TestRowCacheMetamorphic(t *testing.T) {
 		key := func() []byte { return AppendKey(nil, []debezium.Value{debezium.Int(int64(rng.Intn(50)))}) }
 		for i := 0; i < 5000; i++ {
 			k, k2 := key(), key()
-			op := rng.Intn(100)
+			op := rng.Intn(120)
 			var got [3]string
 			for j, tx := range txns {
 				var err error
@@ -69,12 +71,27 @@ func TestRowCacheMetamorphic(t *testing.T) {
 					if ok {
 						got[j] = debezium.Int(int64(p.Version)).Text()
 					}
-				default:
+				case op < 100:
 					jk, _, ok, err2 := tx.ChildIndex(nil, k, nil)
 					err = err2
 					if ok {
 						got[j] = string(jk)
 					}
+				case op < 107:
+					err = tx.PutChild(k, k2, &ChildRecord{Version: uint64(i)})
+				case op < 111:
+					err = tx.DeleteChild(k, k2)
+				case op < 112:
+					err = tx.ClearChildren()
+				case op < 116: // scans see every write, through the child marks
+					err = tx.Children(k, func(ck []byte, c *ChildRecord) error {
+						got[j] += fmt.Sprintf("%x@%d ", ck, c.Version)
+						return nil
+					})
+				default:
+					has, err2 := tx.HasChildren(k, k2)
+					err = err2
+					got[j] = fmt.Sprint(has)
 				}
 				if err != nil {
 					t.Fatalf("seed %d op %d: %v", seed, i, err)

@@ -44,6 +44,9 @@ const (
 	prefixPIndex   = 'J'
 	prefixPosition = 'O'
 	prefixMeta     = 'M'
+	// prefixChildMark keys row-cache-only entries (never in pebble): "this
+	// join key may have children", written with every child put.
+	prefixChildMark = 'c'
 )
 
 // Options configure a Store.
@@ -96,7 +99,7 @@ func genSlot(prefix byte) int {
 	switch prefix {
 	case prefixParent:
 		return 0
-	case prefixChild:
+	case prefixChild, prefixChildMark:
 		return 1
 	case prefixIndex:
 		return 2
@@ -353,6 +356,7 @@ type Txn struct {
 	undo   []undoEntry // rolls back this Txn's writes to the row cache
 	key    []byte      // scratch
 	val    []byte      // scratch
+	mark   []byte      // scratch (child marks)
 }
 
 // Len is the encoded size of the pending batch in bytes.
@@ -531,7 +535,30 @@ func (t *Txn) PutChild(joinKey, childKey []byte, rec *ChildRecord) error {
 	t.key = append(append(t.gens.header(t.key[:0], prefixChild), joinKey...), childKey...)
 	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
 	t.val = AppendRow(t.val, rec.Row)
-	return t.set(t.key, t.val)
+	if err := t.set(t.key, t.val); err != nil {
+		return err
+	}
+	if c := t.s.cache; c != nil {
+		t.mark = append(t.gens.header(t.mark[:0], prefixChildMark), joinKey...)
+		if _, _, st := c.get(t.mark); st != cacheHit {
+			t.undo = c.write(t.mark, true, nil, t.undo)
+		}
+	}
+	return nil
+}
+
+// noChildren reports whether joinKey is known to have no children without
+// a scan: the child keyspace is complete in the row cache (its marks too:
+// they are evicted as child entries) and no child was ever put under
+// joinKey in this generation.
+func (t *Txn) noChildren(joinKey []byte) bool {
+	c := t.s.cache
+	if c == nil || !c.completeFor(prefixChild, t.gens[genSlot(prefixChild)]) {
+		return false
+	}
+	t.mark = append(t.gens.header(t.mark[:0], prefixChildMark), joinKey...)
+	_, _, st := c.get(t.mark)
+	return st == cacheMiss
 }
 
 // DeleteChild removes the child record (joinKey, childKey).
@@ -544,6 +571,9 @@ func (t *Txn) DeleteChild(joinKey, childKey []byte) error {
 // slice and rec are reused between calls: fn must copy what it keeps. Writes
 // made by fn to this Txn are not seen by the iteration in progress.
 func (t *Txn) Children(joinKey []byte, fn func(childKey []byte, rec *ChildRecord) error) error {
+	if t.noChildren(joinKey) {
+		return nil
+	}
 	prefix := append(t.gens.header(nil, prefixChild), joinKey...)
 	it, done, err := t.iter(prefix)
 	if err != nil {
@@ -564,6 +594,9 @@ func (t *Txn) Children(joinKey []byte, fn func(childKey []byte, rec *ChildRecord
 // HasChildren reports whether joinKey has a child other than except (which
 // may be nil).
 func (t *Txn) HasChildren(joinKey, except []byte) (bool, error) {
+	if t.noChildren(joinKey) {
+		return false, nil
+	}
 	prefix := append(t.gens.header(nil, prefixChild), joinKey...)
 	it, done, err := t.iter(prefix)
 	if err != nil {
