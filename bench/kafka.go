@@ -462,24 +462,94 @@ func (d *kafkaDriver) waitFences(ctx context.Context, r int) error {
 
 // measureState records the disk usage of the runtime's state directory
 // (all keyed partitions' pebble stores, WAL included: the runtime owns the
-// stores, so memtables cannot be flushed first). The per-side split is not
-// available and is set to the overall per-row figure; pebble's write
-// amplification and cache hit rate are not reported (0).
+// stores, so memtables cannot be flushed first), split between the sides in
+// proportion to the runtime's per-keyspace state metrics, and at the end
+// pebble's write amplification (averaged over the partitions, weighted by
+// their size) and block cache hit rate from the same metrics.
 func (d *kafkaDriver) measureState(pt *Point, final bool) error {
 	n, err := duBytes(d.stateDir)
 	if err != nil {
 		return err
 	}
+	ss, err := gatherState(d.reg)
+	if err != nil {
+		return err
+	}
 	if final {
 		pt.FinalStateBytes = n
+		pt.WriteAmp = ss.writeAmp
+		if h := ss.hits + ss.misses; h > 0 {
+			pt.BlockCacheHitRate = ss.hits / h
+		}
 		return nil
 	}
 	pt.StateBytes = n
-	if rows := pt.Users + 2 + pt.Domains + pt.HotChildren; rows > 0 {
+	parents, children := pt.Users+2, pt.Domains+pt.HotChildren
+	if rows := parents + children; rows > 0 {
 		pt.StateBytesPerRow = float64(n) / float64(rows)
 		pt.ParentStateBytesPerRow, pt.ChildStateBytesPerRow = pt.StateBytesPerRow, pt.StateBytesPerRow
 	}
+	if sum := ss.parent + ss.child; sum > 0 && parents > 0 && children > 0 {
+		pt.ParentStateBytesPerRow = float64(n) * ss.parent / sum / float64(parents)
+		pt.ChildStateBytesPerRow = float64(n) * ss.child / sum / float64(children)
+	}
 	return nil
+}
+
+// stateFigures sums the runtime's cdcjoin_state_* metrics over partitions.
+type stateFigures struct {
+	parent, child float64 // keyspace bytes (child includes the child index)
+	writeAmp      float64 // weighted by partition state bytes
+	hits, misses  float64 // block cache
+}
+
+func gatherState(g prometheus.Gatherer) (stateFigures, error) {
+	var f stateFigures
+	mfs, err := g.Gather()
+	if err != nil {
+		return f, fmt.Errorf("cdcjoin: bench: gather state metrics: %w", err)
+	}
+	bytesOf := map[string]float64{} // partition → state bytes
+	amps := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var part, ks string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "partition":
+					part = l.GetValue()
+				case "keyspace":
+					ks = l.GetValue()
+				}
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			switch mf.GetName() {
+			case "cdcjoin_state_keyspace_bytes":
+				bytesOf[part] += v
+				switch ks {
+				case "parent":
+					f.parent += v
+				case "child", "child_index":
+					f.child += v
+				}
+			case "cdcjoin_state_write_amplification":
+				amps[part] = v
+			case "cdcjoin_state_block_cache_hits_total":
+				f.hits += v
+			case "cdcjoin_state_block_cache_misses_total":
+				f.misses += v
+			}
+		}
+	}
+	var total float64
+	for p, b := range bytesOf {
+		f.writeAmp += amps[p] * b
+		total += b
+	}
+	if total > 0 {
+		f.writeAmp /= total
+	}
+	return f, nil
 }
 
 // duBytes sums the sizes of the regular files under dir.

@@ -3,6 +3,7 @@ package joinstate
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"sync/atomic"
 )
 
 // rowCache keeps recently read or written state entries in memory (key →
@@ -42,6 +43,9 @@ type rowCache struct {
 	// complete[slot] is the generation of that keyspace held completely,
 	// or -1.
 	complete [4]int64
+	// hits and misses count point reads (read by Store.Stats on any
+	// goroutine).
+	hits, misses atomic.Uint64
 }
 
 // undoEntry restores slot h to ref old (or removes it when !had).

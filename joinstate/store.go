@@ -79,6 +79,56 @@ type Store struct {
 
 	mu   sync.Mutex  // guards gens
 	gens generations // committed generations
+
+	closeMu sync.RWMutex // Stats vs Close
+	closed  bool
+}
+
+// Stats are a store's size and efficiency figures (see Store.Stats).
+type Stats struct {
+	// DiskBytes estimates the whole state's bytes on disk.
+	DiskBytes uint64
+	// ParentBytes, ChildBytes, ChildIndexBytes and ParentIndexBytes split
+	// it by keyspace (estimates; memtables not included).
+	ParentBytes, ChildBytes, ChildIndexBytes, ParentIndexBytes uint64
+	// WriteAmp is pebble's write amplification: bytes written by flushes
+	// and compactions per byte flushed.
+	WriteAmp float64
+	// BlockCacheHits and BlockCacheMisses count pebble block cache lookups.
+	BlockCacheHits, BlockCacheMisses int64
+	// RowCacheHits counts point reads answered by the row cache (values and
+	// known absences); RowCacheMisses the ones that went to pebble.
+	RowCacheHits, RowCacheMisses uint64
+}
+
+// Stats returns the store's figures. Safe for concurrent use with the Txn
+// in progress and with Close (a closed store returns ok false).
+func (s *Store) Stats() (st Stats, ok bool) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return st, false
+	}
+	est := func(lo, hi []byte) uint64 {
+		n, err := s.db.EstimateDiskUsage(lo, hi)
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	st.DiskBytes = est([]byte{0}, []byte{0xff})
+	st.ParentBytes = est([]byte{prefixParent}, []byte{prefixParent + 1})
+	st.ChildBytes = est([]byte{prefixChild}, []byte{prefixChild + 1})
+	st.ChildIndexBytes = est([]byte{prefixIndex}, []byte{prefixIndex + 1})
+	st.ParentIndexBytes = est([]byte{prefixPIndex}, []byte{prefixPIndex + 1})
+	m := s.db.Metrics()
+	t := m.Total()
+	st.WriteAmp = t.WriteAmp()
+	st.BlockCacheHits, st.BlockCacheMisses = m.BlockCache.Hits, m.BlockCache.Misses
+	if s.cache != nil {
+		st.RowCacheHits, st.RowCacheMisses = s.cache.hits.Load(), s.cache.misses.Load()
+	}
+	return st, true
 }
 
 // generations holds the current generation of each clearable keyspace.
@@ -210,6 +260,9 @@ func (s *Store) markEmptyComplete() error {
 
 // Close closes the store. Uncommitted Txns are discarded.
 func (s *Store) Close() error {
+	s.closeMu.Lock()
+	s.closed = true
+	s.closeMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("cdcjoin: close state: %w", err)
 	}
@@ -421,14 +474,17 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 	if c != nil {
 		val, present, status := c.get(key)
 		if status == cacheHit {
+			c.hits.Add(1)
 			return val, present, nil
 		}
 		// Every write of this Txn is in the cache, so a miss is a key this
 		// Txn has not written, and in a complete keyspace one that does not
 		// exist.
 		if status == cacheMiss && isStateKey(key[0]) && c.completeFor(key[0], t.gens[genSlot(key[0])]) {
+			c.hits.Add(1)
 			return nil, false, nil
 		}
+		c.misses.Add(1)
 	}
 	v, closer, err := t.b.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {

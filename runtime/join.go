@@ -187,6 +187,28 @@ func (j *joinStage) stopWorkers(parts []int32) {
 	}
 }
 
+// storeStats reports the owned partitions' state stores (for the metrics
+// collector; safe on any goroutine: a store closed meanwhile is skipped).
+func (j *joinStage) storeStats() []metrics.StoreStats {
+	type owned struct {
+		p  int32
+		st *joinstate.Store
+	}
+	j.mu.Lock()
+	ws := make([]owned, 0, len(j.workers))
+	for p, w := range j.workers {
+		ws = append(ws, owned{p, w.store})
+	}
+	j.mu.Unlock()
+	out := make([]metrics.StoreStats, 0, len(ws))
+	for _, w := range ws {
+		if st, ok := w.st.Stats(); ok {
+			out = append(out, metrics.StoreStats{Partition: strconv.Itoa(int(w.p)), Stats: st})
+		}
+	}
+	return out
+}
+
 // remove forgets a stopped worker and releases its store and sink.
 func (j *joinStage) remove(p int32) {
 	j.mu.Lock()

@@ -41,6 +41,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
@@ -106,6 +107,19 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	var stage atomic.Pointer[joinStage] // set once the join stage exists
+	if reg != nil {
+		sc := metrics.NewStateCollector(func() []metrics.StoreStats {
+			if j := stage.Load(); j != nil {
+				return j.storeStats()
+			}
+			return nil
+		})
+		if err := reg.Register(sc); err != nil {
+			return fmt.Errorf("cdcjoin: metrics: %w", err)
+		}
+		defer reg.Unregister(sc)
+	}
 	newSink := opts.NewSink
 	if newSink == nil {
 		shared := &lockedSink{s: opts.Sink}
@@ -164,6 +178,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		wg.Wait()
 		return err
 	}
+	stage.Store(j)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
