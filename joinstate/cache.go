@@ -40,6 +40,9 @@ type rowCache struct {
 	used  int               // bytes appended to slabs
 	max   int
 	seed  maphash.Seed
+	// mask is and-ed into every hash: all ones, except in tests that force
+	// collisions.
+	mask uint64
 	// complete[slot] is the generation of that keyspace held completely,
 	// or -1.
 	complete [4]int64
@@ -72,7 +75,7 @@ func newRowCache(max int) *rowCache {
 	if max <= 0 {
 		return nil
 	}
-	return &rowCache{idx: map[uint64]uint64{}, max: max, seed: maphash.MakeSeed(),
+	return &rowCache{idx: map[uint64]uint64{}, max: max, seed: maphash.MakeSeed(), mask: ^uint64(0),
 		complete: [maxCompleteGens]int64{-1, -1, -1, -1}}
 }
 
@@ -95,9 +98,11 @@ func uvarintLen(n int) int {
 	return l
 }
 
+func (c *rowCache) hash(key []byte) uint64 { return maphash.Bytes(c.seed, key) & c.mask }
+
 // get looks key up.
 func (c *rowCache) get(key []byte) (val []byte, present bool, status int) {
-	ref, ok := c.idx[maphash.Bytes(c.seed, key)]
+	ref, ok := c.idx[c.hash(key)]
 	if !ok {
 		return nil, false, cacheMiss
 	}
@@ -134,7 +139,7 @@ func (c *rowCache) appendEntry(key []byte, present bool, val []byte) uint64 {
 
 // put points key's slot at a new entry and returns the slot's previous ref.
 func (c *rowCache) put(key []byte, present bool, val []byte) (h, old uint64, had bool) {
-	h = maphash.Bytes(c.seed, key)
+	h = c.hash(key)
 	old, had = c.idx[h]
 	if had {
 		k, _, v := c.entry(old)
@@ -210,17 +215,20 @@ func (c *rowCache) evict(gens *generations) {
 	if c.used+len(c.idx)*idxEntryBytes <= c.max {
 		return
 	}
+	for h, ref := range c.idx { // old generations first
+		k, _, v := c.entry(ref)
+		if gen, isState := keyGen(k); isState && gen != gens[genSlot(k[0])] {
+			delete(c.idx, h)
+			c.live -= entrySize(k, v) + idxEntryBytes
+		}
+	}
 	target := c.max * 7 / 10
 	for h, ref := range c.idx {
+		if c.live <= target {
+			break
+		}
 		k, _, v := c.entry(ref)
-		gen, isState := keyGen(k)
-		stale := isState && gen != gens[genSlot(k[0])]
-		if !stale && c.live <= target {
-			continue
-		}
-		if !stale {
-			c.evicted(k)
-		}
+		c.evicted(k)
 		delete(c.idx, h)
 		c.live -= entrySize(k, v) + idxEntryBytes
 	}

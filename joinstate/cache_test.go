@@ -13,21 +13,26 @@ import (
 // range clears, commits, aborts, reopens; parents, child index, children and
 // child scans) against a store without the row cache, one
 // with a tiny cache (it evicts, so keyspaces stop being complete) and one
-// with a cache that never evicts (misses are answered as absences), and
-// requires identical reads.
+// with a cache that never evicts (misses are answered as absences), and two
+// whose hashes collide constantly (one evicting), and requires identical
+// reads.
 func TestRowCacheMetamorphic(t *testing.T) {
 	for seed := int64(1); seed <= 5; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		rcs := []int{-1, 4 << 10, 64 << 20}
-		fss := []vfs.FS{vfs.NewMem(), vfs.NewMem(), vfs.NewMem()}
+		variants := []string{"no cache", "evicting cache", "complete cache", "colliding cache", "colliding, evicting cache"}
+		rcs := []int{-1, 4 << 10, 64 << 20, 64 << 20, 1 << 10}
+		fss := []vfs.FS{vfs.NewMem(), vfs.NewMem(), vfs.NewMem(), vfs.NewMem(), vfs.NewMem()}
 		open := func(j int) *Store {
 			s, err := Open(Options{Dir: "/s", FS: fss[j], RowCacheBytes: rcs[j]})
 			if err != nil {
 				t.Fatal(err)
 			}
+			if j >= 3 {
+				s.cache.mask = 7 // eight slots: keys collide all the time
+			}
 			return s
 		}
-		stores := []*Store{open(0), open(1), open(2)}
+		stores := []*Store{open(0), open(1), open(2), open(3), open(4)}
 		var txns []*Txn
 		for _, s := range stores {
 			txns = append(txns, s.Begin())
@@ -36,7 +41,7 @@ func TestRowCacheMetamorphic(t *testing.T) {
 		for i := 0; i < 5000; i++ {
 			k, k2 := key(), key()
 			op := rng.Intn(120)
-			var got [3]string
+			var got [5]string
 			for j, tx := range txns {
 				var err error
 				switch {
@@ -97,13 +102,63 @@ func TestRowCacheMetamorphic(t *testing.T) {
 					t.Fatalf("seed %d op %d: %v", seed, i, err)
 				}
 			}
-			if got[0] != got[1] || got[0] != got[2] {
-				t.Fatalf("seed %d op %d (%d): without cache %q, evicting cache %q, complete cache %q", seed, i, op, got[0], got[1], got[2])
+			for j := 1; j < len(got); j++ {
+				if got[j] != got[0] {
+					t.Fatalf("seed %d op %d (%d): store %d (%s) read %q, the store without cache %q",
+						seed, i, op, j, variants[j], got[j], got[0])
+				}
 			}
 		}
 		for j, tx := range txns {
 			tx.Abort()
 			stores[j].Close()
 		}
+	}
+}
+
+// A key displaced by a colliding key, or evicted, makes its keyspace
+// incomplete; dropping entries of an old generation does not.
+func TestRowCacheCompleteness(t *testing.T) {
+	var g generations
+	key := func(prefix byte, gen uint64, id int64) []byte {
+		g[genSlot(prefix)] = gen
+		return append(g.header(nil, prefix), AppendKey(nil, []debezium.Value{debezium.Int(id)})...)
+	}
+	c := newRowCache(1 << 20)
+	c.mask = 0 // one slot: every key collides
+	c.setComplete(prefixParent, 0)
+	c.setComplete(prefixIndex, 0)
+	c.write(key(prefixParent, 0, 1), true, []byte("a"), nil)
+	c.write(key(prefixIndex, 0, 2), true, []byte("b"), nil) // displaces the parent
+	if c.completeFor(prefixParent, 0) {
+		t.Error("parents still complete after a parent was displaced")
+	}
+	if !c.completeFor(prefixIndex, 0) {
+		t.Error("child index incomplete though nothing of it left")
+	}
+	if _, _, st := c.get(key(prefixParent, 0, 1)); st != cacheCollision {
+		t.Errorf("lookup of the displaced key: status %d, want collision", st)
+	}
+
+	c = newRowCache(200)
+	c.setComplete(prefixIndex, 1)
+	for i := int64(0); i < 20; i++ {
+		c.write(key(prefixIndex, 0, i), true, []byte("old generation"), nil)
+	}
+	c.write(key(prefixIndex, 1, 7), true, []byte("x"), nil)
+	gens := generations{0, 0, 1, 0}
+	c.evict(&gens)
+	if !c.completeFor(prefixIndex, 1) {
+		t.Error("evicting old-generation entries made the current generation incomplete")
+	}
+	if _, _, st := c.get(key(prefixIndex, 1, 7)); st != cacheHit {
+		t.Errorf("current-generation entry lost: status %d", st)
+	}
+	for i := int64(0); i < 20; i++ {
+		c.write(key(prefixIndex, 1, 100+i), true, []byte("current generation"), nil)
+	}
+	c.evict(&gens)
+	if c.completeFor(prefixIndex, 1) {
+		t.Error("evicting current-generation entries left the keyspace complete")
 	}
 }
