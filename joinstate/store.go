@@ -274,7 +274,7 @@ func (s *Store) DB() *pebble.DB { return s.db }
 
 // Begin starts a transaction. The caller must Commit or Abort it. At most
 // one Txn may be open at a time, except Txns used only for scans (Groups,
-// AllParents, Children), which see committed data and may overlap it on the
+// Children), which see committed data and may overlap it on the
 // same goroutine. (Point reads go through the row cache, which holds the
 // open Txn's writes.)
 func (s *Store) Begin() *Txn {
@@ -714,30 +714,6 @@ func (t *Txn) closeIter() {
 		t.it = nil
 	}
 	t.itBusy = false
-}
-
-// AllParents streams every parent in join-key order (used to materialize the
-// join).
-func (t *Txn) AllParents(fn func(joinKey []byte, rec *ParentRecord) error) error {
-	hdr := t.gens.header(nil, prefixParent)
-	it, err := t.b.NewIter(prefixBounds(hdr))
-	if err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
-	}
-	defer it.Close()
-	var rec ParentRecord
-	for valid := it.First(); valid; valid = it.Next() {
-		if err := decodeParent(it.Value(), &rec); err != nil {
-			return err
-		}
-		if err := fn(it.Key()[len(hdr):], &rec); err != nil {
-			return err
-		}
-	}
-	if err := it.Error(); err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
-	}
-	return nil
 }
 
 // ChildScan streams the children of one join key (see Groups). It may be
