@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,5 +116,33 @@ func TestUsage(t *testing.T) {
 	}
 	if code, _, _ := run(t, "nope"); code != 2 {
 		t.Errorf("unknown command: %d", code)
+	}
+}
+
+// A replay whose state outgrows state.row_cache_mb says so, and what to do.
+func TestReplayRowCacheHint(t *testing.T) {
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := 1; i <= 30000; i++ {
+		fmt.Fprintf(&in, `{"topic":"u","partition":0,"offset":%d,"key":{"id":%d},"value":{"op":"c","after":{"id":%d,"name":"user number %d"}}}`+"\n", i, i, i, i)
+	}
+	input := writeFile(t, dir, "in.jsonl", in.String())
+	for _, tc := range []struct {
+		rowCacheMB int
+		hint       bool
+	}{{1, true}, {64, false}} {
+		cfg := writeFile(t, dir, "job.yaml", fmt.Sprintf(`name: hint
+parent: {topic: u, key: id}
+child: {topic: d, key: id, parent_key: user_id}
+select: parent.id, parent.name, child.id AS domain_id
+state: {dir: %s, row_cache_mb: %d}
+`, filepath.Join(dir, fmt.Sprint("state", tc.rowCacheMB)), tc.rowCacheMB))
+		code, _, errs := run(t, "replay", "--config", cfg, "--input", input)
+		if code != 0 {
+			t.Fatalf("row_cache_mb %d: exit %d: %s", tc.rowCacheMB, code, errs)
+		}
+		if got := strings.Contains(errs, "outgrew state.row_cache_mb"); got != tc.hint {
+			t.Errorf("row_cache_mb %d: hint shown %v, want %v:\n%s", tc.rowCacheMB, got, tc.hint, errs)
+		}
 	}
 }
