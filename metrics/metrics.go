@@ -31,8 +31,6 @@ type Metrics struct {
 	Changes *prometheus.CounterVec
 	// FanOut observes the changes caused by one keyed input.
 	FanOut prometheus.Histogram
-	// StateBytes is the estimated on-disk size of each partition's state.
-	StateBytes *prometheus.GaugeVec
 	// StateRebuilt counts keyed records applied while rebuilding a moved
 	// partition's state (nothing emitted).
 	StateRebuilt prometheus.Counter
@@ -69,9 +67,6 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "cdcjoin_join_fanout_changes", Help: "Changes caused by one keyed input.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 		}),
-		StateBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cdcjoin_state_bytes", Help: "Estimated on-disk bytes of a partition's join state.",
-		}, []string{"partition"}),
 		StateRebuilt: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cdcjoin_state_rebuild_records_total", Help: "Keyed records applied without emitting while rebuilding moved state.",
 		}),
@@ -95,7 +90,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.Changes,
-			m.FanOut, m.StateBytes, m.StateRebuilt, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
+			m.FanOut, m.StateRebuilt, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
 			m.DeadLettered, m.OwnedPartitions} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("cdcjoin: metrics: %w", err)

@@ -14,7 +14,7 @@ type StoreStats struct {
 // stateCollector reports the join stage's state stores at scrape time.
 type stateCollector struct {
 	list                                       func() []StoreStats
-	keyspace, writeAmp                         *prometheus.Desc
+	bytes, keyspace, writeAmp                  *prometheus.Desc
 	blockHits, blockMisses, rowHits, rowMisses *prometheus.Desc
 }
 
@@ -22,6 +22,7 @@ type stateCollector struct {
 // (from the scraping goroutine; list must be safe for that) and reports per
 // partition:
 //
+//	cdcjoin_state_bytes{partition}                      estimated bytes on disk
 //	cdcjoin_state_keyspace_bytes{partition,keyspace}   parent | child | child_index | parent_index
 //	cdcjoin_state_write_amplification{partition}
 //	cdcjoin_state_block_cache_hits_total{partition}     pebble block cache
@@ -36,6 +37,7 @@ func NewStateCollector(list func() []StoreStats) prometheus.Collector {
 	}
 	return &stateCollector{
 		list:        list,
+		bytes:       d("cdcjoin_state_bytes", "Estimated on-disk bytes of a partition's join state."),
 		keyspace:    d("cdcjoin_state_keyspace_bytes", "Estimated on-disk bytes of a keyspace of a partition's state.", "keyspace"),
 		writeAmp:    d("cdcjoin_state_write_amplification", "Pebble write amplification of a partition's state."),
 		blockHits:   d("cdcjoin_state_block_cache_hits_total", "Pebble block cache hits of a partition's state."),
@@ -46,7 +48,7 @@ func NewStateCollector(list func() []StoreStats) prometheus.Collector {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.keyspace, c.writeAmp, c.blockHits, c.blockMisses, c.rowHits, c.rowMisses} {
+	for _, d := range []*prometheus.Desc{c.bytes, c.keyspace, c.writeAmp, c.blockHits, c.blockMisses, c.rowHits, c.rowMisses} {
 		ch <- d
 	}
 }
@@ -54,6 +56,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.list() {
 		p := s.Partition
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.DiskBytes), p)
 		for _, ks := range []struct {
 			name string
 			n    uint64

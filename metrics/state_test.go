@@ -64,7 +64,7 @@ func TestStateCollector(t *testing.T) {
 			got[name] = v
 		}
 	}
-	for _, name := range []string{"cdcjoin_state_keyspace_bytes/parent", "cdcjoin_state_keyspace_bytes/child", "cdcjoin_state_row_cache_hits_total"} {
+	for _, name := range []string{"cdcjoin_state_bytes", "cdcjoin_state_keyspace_bytes/parent", "cdcjoin_state_keyspace_bytes/child", "cdcjoin_state_row_cache_hits_total"} {
 		if got[name] <= 0 {
 			t.Errorf("%s = %v, want > 0 (all: %v)", name, got[name], got)
 		}

@@ -532,7 +532,6 @@ func (w *worker) process(recs []*kgo.Record) error {
 	if rebuilt > 0 {
 		w.j.m.StateRebuilt.Add(float64(rebuilt))
 	}
-	w.j.m.StateBytes.WithLabelValues(strconv.Itoa(int(w.p))).Set(float64(w.store.DiskBytes()))
 	return nil
 }
 
