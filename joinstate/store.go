@@ -109,18 +109,11 @@ func (s *Store) Stats() (st Stats, ok bool) {
 	if s.closed {
 		return st, false
 	}
-	est := func(lo, hi []byte) uint64 {
-		n, err := s.db.EstimateDiskUsage(lo, hi)
-		if err != nil {
-			return 0
-		}
-		return n
-	}
-	st.DiskBytes = est([]byte{0}, []byte{0xff})
-	st.ParentBytes = est([]byte{prefixParent}, []byte{prefixParent + 1})
-	st.ChildBytes = est([]byte{prefixChild}, []byte{prefixChild + 1})
-	st.ChildIndexBytes = est([]byte{prefixIndex}, []byte{prefixIndex + 1})
-	st.ParentIndexBytes = est([]byte{prefixPIndex}, []byte{prefixPIndex + 1})
+	st.DiskBytes = s.DiskBytes()
+	st.ParentBytes = s.prefixBytes(prefixParent)
+	st.ChildBytes = s.prefixBytes(prefixChild)
+	st.ChildIndexBytes = s.prefixBytes(prefixIndex)
+	st.ParentIndexBytes = s.prefixBytes(prefixPIndex)
 	m := s.db.Metrics()
 	t := m.Total()
 	st.WriteAmp = t.WriteAmp()
@@ -318,8 +311,15 @@ func (s *Store) Positions(fn func(topic string, partition int32, next int64) err
 }
 
 // DiskBytes estimates the state's size on disk.
-func (s *Store) DiskBytes() uint64 {
-	n, err := s.db.EstimateDiskUsage([]byte{0}, []byte{0xff})
+func (s *Store) DiskBytes() uint64 { return s.estimate([]byte{0}, []byte{0xff}) }
+
+// prefixBytes estimates the bytes on disk of the keys starting with prefix.
+func (s *Store) prefixBytes(prefix byte) uint64 {
+	return s.estimate([]byte{prefix}, []byte{prefix + 1})
+}
+
+func (s *Store) estimate(lo, hi []byte) uint64 {
+	n, err := s.db.EstimateDiskUsage(lo, hi)
 	if err != nil {
 		return 0
 	}
@@ -469,6 +469,12 @@ func (t *Txn) Abort() {
 	}
 }
 
+// stateKey builds the key prefix+generation+a+b in t.key and returns it.
+func (t *Txn) stateKey(prefix byte, a, b []byte) []byte {
+	t.key = append(append(t.gens.header(t.key[:0], prefix), a...), b...)
+	return t.key
+}
+
 func (t *Txn) get(key []byte) ([]byte, bool, error) {
 	c := t.s.cache
 	if c != nil {
@@ -527,8 +533,7 @@ func (t *Txn) del(key []byte) error {
 // Parent reads the parent record of joinKey (an encoded key tuple). Row values
 // are appended to rec.Row[:0].
 func (t *Txn) Parent(joinKey []byte, rec *ParentRecord) (bool, error) {
-	t.key = append(t.gens.header(t.key[:0], prefixParent), joinKey...)
-	v, ok, err := t.get(t.key)
+	v, ok, err := t.get(t.stateKey(prefixParent, joinKey, nil))
 	if !ok || err != nil {
 		return false, err
 	}
@@ -552,23 +557,21 @@ func decodeParent(v []byte, rec *ParentRecord) error {
 
 // PutParent stores the parent record of joinKey.
 func (t *Txn) PutParent(joinKey []byte, rec *ParentRecord) error {
-	t.key = append(t.gens.header(t.key[:0], prefixParent), joinKey...)
+	key := t.stateKey(prefixParent, joinKey, nil)
 	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
 	t.val = binary.AppendUvarint(t.val, rec.PadVersion)
 	t.val = AppendRow(t.val, rec.Row)
-	return t.set(t.key, t.val)
+	return t.set(key, t.val)
 }
 
 // DeleteParent removes the parent record of joinKey.
 func (t *Txn) DeleteParent(joinKey []byte) error {
-	t.key = append(t.gens.header(t.key[:0], prefixParent), joinKey...)
-	return t.del(t.key)
+	return t.del(t.stateKey(prefixParent, joinKey, nil))
 }
 
 // Child reads the child record (joinKey, childKey).
 func (t *Txn) Child(joinKey, childKey []byte, rec *ChildRecord) (bool, error) {
-	t.key = append(append(t.gens.header(t.key[:0], prefixChild), joinKey...), childKey...)
-	v, ok, err := t.get(t.key)
+	v, ok, err := t.get(t.stateKey(prefixChild, joinKey, childKey))
 	if !ok || err != nil {
 		return false, err
 	}
@@ -588,19 +591,24 @@ func decodeChild(v []byte, rec *ChildRecord) error {
 
 // PutChild stores the child record (joinKey, childKey).
 func (t *Txn) PutChild(joinKey, childKey []byte, rec *ChildRecord) error {
-	t.key = append(append(t.gens.header(t.key[:0], prefixChild), joinKey...), childKey...)
+	key := t.stateKey(prefixChild, joinKey, childKey)
 	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
 	t.val = AppendRow(t.val, rec.Row)
-	if err := t.set(t.key, t.val); err != nil {
+	if err := t.set(key, t.val); err != nil {
 		return err
 	}
 	if c := t.s.cache; c != nil {
-		t.mark = append(t.gens.header(t.mark[:0], prefixChildMark), joinKey...)
-		if _, _, st := c.get(t.mark); st != cacheHit {
+		if _, _, st := c.get(t.markKey(joinKey)); st != cacheHit {
 			t.undo = c.write(t.mark, true, nil, t.undo)
 		}
 	}
 	return nil
+}
+
+// markKey builds joinKey's child mark key (see prefixChildMark) in t.mark.
+func (t *Txn) markKey(joinKey []byte) []byte {
+	t.mark = append(t.gens.header(t.mark[:0], prefixChildMark), joinKey...)
+	return t.mark
 }
 
 // noChildren reports whether joinKey is known to have no children without
@@ -612,15 +620,13 @@ func (t *Txn) noChildren(joinKey []byte) bool {
 	if c == nil || !c.completeFor(prefixChild, t.gens[genSlot(prefixChild)]) {
 		return false
 	}
-	t.mark = append(t.gens.header(t.mark[:0], prefixChildMark), joinKey...)
-	_, _, st := c.get(t.mark)
+	_, _, st := c.get(t.markKey(joinKey))
 	return st == cacheMiss
 }
 
 // DeleteChild removes the child record (joinKey, childKey).
 func (t *Txn) DeleteChild(joinKey, childKey []byte) error {
-	t.key = append(append(t.gens.header(t.key[:0], prefixChild), joinKey...), childKey...)
-	return t.del(t.key)
+	return t.del(t.stateKey(prefixChild, joinKey, childKey))
 }
 
 // Children streams the children of joinKey in child-key order. The childKey
@@ -674,35 +680,28 @@ func (t *Txn) HasChildren(joinKey, except []byte) (bool, error) {
 // its view of the batch) unless a scan on it is still in progress.
 func (t *Txn) iter(prefix []byte) (*pebble.Iterator, func(error) error, error) {
 	opts := prefixBounds(prefix)
-	if t.itBusy {
-		it, err := t.b.NewIter(opts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cdcjoin: state: %w", err)
-		}
-		return it, func(err error) error {
-			if ierr := it.Error(); err == nil && ierr != nil {
-				err = fmt.Errorf("cdcjoin: state: %w", ierr)
-			}
-			if cerr := it.Close(); err == nil && cerr != nil {
-				err = fmt.Errorf("cdcjoin: state: %w", cerr)
-			}
-			return err
-		}, nil
-	}
-	if t.it == nil {
-		it, err := t.b.NewIter(opts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cdcjoin: state: %w", err)
-		}
-		t.it = it
+	reuse := !t.itBusy
+	it := t.it
+	if reuse && it != nil {
+		it.SetOptions(opts)
 	} else {
-		t.it.SetOptions(opts)
+		var err error
+		if it, err = t.b.NewIter(opts); err != nil {
+			return nil, nil, fmt.Errorf("cdcjoin: state: %w", err)
+		}
+		if reuse {
+			t.it = it
+		}
 	}
 	t.itBusy = true
-	return t.it, func(err error) error {
-		t.itBusy = false
-		if ierr := t.it.Error(); err == nil && ierr != nil {
+	return it, func(err error) error {
+		if ierr := it.Error(); err == nil && ierr != nil {
 			err = fmt.Errorf("cdcjoin: state: %w", ierr)
+		}
+		if reuse {
+			t.itBusy = false
+		} else if cerr := it.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("cdcjoin: state: %w", cerr)
 		}
 		return err
 	}, nil
@@ -844,8 +843,7 @@ func DecodeIndexEntry(entry []byte, row []debezium.Value) (joinKey []byte, _ []d
 // ChildIndex reads the index entry of childKey: the join key it lives under
 // (appended to jkDst) and its last row (appended to row[:0]).
 func (t *Txn) ChildIndex(jkDst, childKey []byte, row []debezium.Value) ([]byte, []debezium.Value, bool, error) {
-	t.key = append(t.gens.header(t.key[:0], prefixIndex), childKey...)
-	v, ok, err := t.get(t.key)
+	v, ok, err := t.get(t.stateKey(prefixIndex, childKey, nil))
 	if !ok || err != nil {
 		return jkDst, row, false, err
 	}
@@ -858,22 +856,19 @@ func (t *Txn) ChildIndex(jkDst, childKey []byte, row []debezium.Value) ([]byte, 
 
 // SetChildIndex stores childKey's index entry (see AppendIndexEntry).
 func (t *Txn) SetChildIndex(childKey, entry []byte) error {
-	t.key = append(t.gens.header(t.key[:0], prefixIndex), childKey...)
-	return t.set(t.key, entry)
+	return t.set(t.stateKey(prefixIndex, childKey, nil), entry)
 }
 
 // DeleteChildIndex forgets childKey.
 func (t *Txn) DeleteChildIndex(childKey []byte) error {
-	t.key = append(t.gens.header(t.key[:0], prefixIndex), childKey...)
-	return t.del(t.key)
+	return t.del(t.stateKey(prefixIndex, childKey, nil))
 }
 
 // ParentIndex reads the parent index entry of parentKey (its last row,
 // appended to row[:0]). Only keying stages that resolve parents' TOAST
 // placeholders keep a parent index (see keyed.Keyer.ResolveParents).
 func (t *Txn) ParentIndex(parentKey []byte, row []debezium.Value) ([]debezium.Value, bool, error) {
-	t.key = append(t.gens.header(t.key[:0], prefixPIndex), parentKey...)
-	v, ok, err := t.get(t.key)
+	v, ok, err := t.get(t.stateKey(prefixPIndex, parentKey, nil))
 	if !ok || err != nil {
 		return row, false, err
 	}
@@ -883,14 +878,12 @@ func (t *Txn) ParentIndex(parentKey []byte, row []debezium.Value) ([]debezium.Va
 
 // SetParentIndex stores parentKey's entry (joinstate.AppendRow of its row).
 func (t *Txn) SetParentIndex(parentKey, entry []byte) error {
-	t.key = append(t.gens.header(t.key[:0], prefixPIndex), parentKey...)
-	return t.set(t.key, entry)
+	return t.set(t.stateKey(prefixPIndex, parentKey, nil), entry)
 }
 
 // DeleteParentIndex forgets parentKey.
 func (t *Txn) DeleteParentIndex(parentKey []byte) error {
-	t.key = append(t.gens.header(t.key[:0], prefixPIndex), parentKey...)
-	return t.del(t.key)
+	return t.del(t.stateKey(prefixPIndex, parentKey, nil))
 }
 
 // ClearParentIndex deletes the whole parent index.
