@@ -566,14 +566,13 @@ func ParseInt(raw []byte) (int64, bool) { return parseIntLit(raw) }
 // PlainString returns the contents of the JSON string literal raw when it
 // has no escapes; ok is false otherwise (not a string, or escaped).
 func PlainString(raw []byte) ([]byte, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+	if len(raw) == 0 || raw[0] != '"' {
 		return nil, false
 	}
-	in := raw[1 : len(raw)-1]
-	for _, c := range in {
-		if strStop[c] {
-			return nil, false
-		}
+	s := scanner{b: raw}
+	in, esc, err := s.str()
+	if err != nil || esc || s.i != len(raw) {
+		return nil, false
 	}
 	return in, true
 }
