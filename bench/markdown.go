@@ -78,6 +78,10 @@ func (r *Report) Markdown() string {
 	if m.Note != "" {
 		p(" %s", m.Note)
 	}
+	if r.Peers != nil {
+		r.peerMarkdown(&b)
+		return b.String()
+	}
 	p("\n\n## Setup\n\n")
 	p("- Pipeline: **%s**; sink: **%s**", r.Pipeline, r.Sink)
 	if r.Pipeline == PipelineEngine {

@@ -54,6 +54,10 @@ type Workload struct {
 	// (default 5000).
 	StormRenames int
 	StormGap     int
+	// NoToast turns off TOAST placeholders ("__debezium_unavailable_value"
+	// for unchanged text columns of 10% of updates): for peers that would
+	// store the placeholder as the value (see RunPeers).
+	NoToast bool
 }
 
 // Options configure a benchmark run.
@@ -245,13 +249,17 @@ func cdcMix() cdcgen.Mix {
 // producers use disjoint id ranges via IDBase).
 func (w Workload) genOptions(p plan, i, n int) cdcgen.Options {
 	sm, _ := schemaMode(w.Schema)
+	toast := 0.1
+	if w.NoToast {
+		toast = 0
+	}
 	users, domains := p.users/int64(n), p.domains/int64(n)
 	if i == n-1 {
 		users, domains = p.users-users*int64(n-1), p.domains-domains*int64(n-1)
 	}
 	return cdcgen.Options{
 		Seed: w.Seed + int64(i)*7919, Users: int(users), Domains: int(domains), Ops: 1 << 50,
-		Partitions: w.Partitions, SchemaMode: sm, Mix: cdcMix(), Toast: 0.1, Tombstones: true,
+		Partitions: w.Partitions, SchemaMode: sm, Mix: cdcMix(), Toast: toast, Tombstones: true,
 		MaxRoundOps: 256, MaxTxOps: 1, UserPads: w.UserPads, DomainPads: w.DomainPads,
 		PadBytes: w.PadBytes, ParentSkew: w.Skew, IDBase: int64(i) << 40,
 		Interleave: cdcgen.InterleaveProduction,

@@ -24,6 +24,8 @@ type Report struct {
 	Points        []Point        `json:"points"`
 	Projection    *Projection    `json:"projection,omitempty"`
 	Stopped       string         `json:"stopped,omitempty"`
+	// Peers is set by RunPeers (cdcjoin bench --peer), which writes no points.
+	Peers *PeerComparison `json:"peer_comparison,omitempty"`
 }
 
 // WorkloadReport is the workload as run.

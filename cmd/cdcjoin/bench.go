@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +19,7 @@ func benchCommand() command {
 	c := command{
 		name:    "bench",
 		summary: "benchmark the pipeline on generated Debezium traffic; report.json, REPORT.md, charts",
-		usage:   "[--rows N | --sweep N,N,…] [--out DIR] [--pipeline engine|kafka] [--brokers H:P,…] [--clickhouse H:P] [--write-jsonl DIR]",
+		usage:   "[--rows N | --sweep N,N,…] [--out DIR] [--pipeline engine|kafka] [--brokers H:P,…] [--clickhouse H:P] [--write-jsonl DIR] [--peer flink]",
 	}
 	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(&c, stderr, `
@@ -27,7 +28,11 @@ drives the real pipeline through four phases: snapshot (op=r initial load),
 cdc (flat out), cdc_rate (paced at half the cdc rate, for latency) and
 storm (renames of a hot parent with many children). Writes report.json,
 REPORT.md and SVG charts into --out, including a terabyte projection.
-With --write-jsonl it only writes the workload as replay input files.`)
+With --write-jsonl it only writes the workload as replay input files.
+With --peer it only compares: the workload (snapshot, cdc and storm records,
+without TOAST placeholders) is generated once and replayed by cdcjoin and by
+each peer, interleaved for --peer-rounds rounds; the report gives each
+system's median records/s and the ratio (see bench/README.md).`)
 		rows := fs.String("rows", "1e6", "source rows (users + domains) of the snapshot, e.g. 1e6")
 		sweep := fs.String("sweep", "", "comma-separated scale points, e.g. 1e6,1e7,1e8 (bounded by free disk)")
 		out := fs.String("out", "bench-out", "output `dir` for report.json, REPORT.md, charts and state")
@@ -59,6 +64,11 @@ With --write-jsonl it only writes the workload as replay input files.`)
 		note := fs.String("machine-note", "", "free text describing the machine (shared cores, load, disk)")
 		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file`")
+		peer := fs.String("peer", "", "compare with peer systems on one workload: flink (needs a JDK 17+ and Maven)")
+		peerRounds := fs.Int("peer-rounds", 2, "interleaved rounds of cdcjoin and each peer (--peer)")
+		peerCheck := fs.Bool("peer-check", true, "check each peer's final join against cdcjoin's first (--peer)")
+		peerCache := fs.String("peer-cache", "", "`dir` of built peers (default: the user cache dir's cdcjoin/peers)")
+		flinkConf := fs.String("flink-conf", "", "extra Flink options `KEY=VALUE,…` for the Flink peer")
 		var pi bench.ProjectionInput
 		fs.Float64Var(&pi.ParentBytes, "tb-parent-bytes", 4e12, "projection: parent (users) table bytes")
 		fs.Float64Var(&pi.ChildBytes, "tb-child-bytes", 2e12, "projection: child (domains) table bytes")
@@ -116,6 +126,22 @@ With --write-jsonl it only writes the workload as replay input files.`)
 			}
 			return nil
 		}
+		if *peer != "" {
+			// Flink keeps no durable state here (no checkpoints): compare with
+			// cdcjoin's replay default (no fsync) unless --sync was given.
+			if !flagGiven(fs, "sync") {
+				o.Sync = false
+			}
+			po := bench.PeerOptions{Peers: strings.Split(*peer, ","), Rounds: *peerRounds, Check: *peerCheck, CacheDir: *peerCache}
+			if *flinkConf != "" {
+				po.FlinkConf = strings.Split(*flinkConf, ",")
+			}
+			rep, err := bench.RunPeers(ctx, o, po)
+			if rep != nil {
+				fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "report.json"), filepath.Join(*out, "REPORT.md"))
+			}
+			return err
+		}
 		if *cpuProfile != "" {
 			f, err := os.Create(*cpuProfile)
 			if err != nil {
@@ -134,6 +160,13 @@ With --write-jsonl it only writes the workload as replay input files.`)
 		return err
 	}
 	return c
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // parseCount parses 1000000, 1e6 or 2.5e6.
