@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: build test unit deps e2e bench-smoke bench stack-up stack-down demo fmt vet clean
+.PHONY: build test unit deps e2e bench-smoke bench peer-flink-test bench-peer stack-up stack-down demo fmt vet clean
 
 build:
 	$(GO) build -o bin/cdcjoin ./cmd/cdcjoin
@@ -28,6 +28,15 @@ e2e:
 ## bench-smoke: a 20,000-row run of the benchmark harness (< 2 min); checks its report.
 bench-smoke:
 	bench/smoke.sh
+
+## peer-flink-test: the Flink peer against the SQL oracle and against cdcjoin on
+## small runs (needs a JDK 17+ and Maven; part of bench-smoke).
+peer-flink-test:
+	CDCJOIN_PEER_FLINK=1 $(GO) test -count=1 -p 1 -run '^(TestFlinkOracle|TestSmokePeerFlink)$$' -v -timeout 10m ./bench/peers/ ./bench/
+
+## bench-peer: cdcjoin vs the Flink peer on one 1e6-row workload (bench/out-peer/)
+bench-peer: build
+	bin/cdcjoin bench --peer flink --rows 1e6 --peer-rounds 3 --out bench/out-peer
 
 ## bench: the 1e6-row benchmark (reports under bench/out/)
 bench: build

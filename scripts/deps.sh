@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything cdcjoin's tests need on a fresh Debian 12 machine, as
 # root: ClickHouse and PostgreSQL from Debian's packages, Kafka/Connect/
-# Debezium jars from Maven Central (cached), and the Go modules. Idempotent.
+# Debezium and Flink jars from Maven Central (cached), and the Go modules.
+# Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -9,5 +10,12 @@ deploy/local/clickhouse.sh install
 deploy/local/kafka.sh install
 if [ -x deploy/local/postgres.sh ]; then deploy/local/postgres.sh install; fi
 if [ -x deploy/local/connect.sh ]; then deploy/local/connect.sh install; fi
+# The Flink peer of `cdcjoin bench --peer flink` (bench/peers/flink; bench/smoke.sh
+# tests it): a JDK 17 to compile it, Maven, and Flink's jars in ~/.m2 (~220 MB).
+if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven
+fi
+mvn -B -q --no-transfer-progress -f bench/peers/flink/pom.xml dependency:go-offline
 go mod download
 echo "deps: installed in $(( $(date +%s) - start ))s" >&2
