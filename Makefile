@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: build test unit deps e2e bench-smoke bench peer-flink-test bench-peer stack-up stack-down demo fmt vet clean
+.PHONY: build test unit deps e2e bench-smoke bench peer-flink-test peer-dbsp-test bench-peer stack-up stack-down demo fmt vet clean
 
 build:
 	$(GO) build -o bin/cdcjoin ./cmd/cdcjoin
@@ -34,9 +34,16 @@ bench-smoke:
 peer-flink-test:
 	CDCJOIN_PEER_FLINK=1 $(GO) test -count=1 -p 1 -run '^(TestFlinkOracle|TestSmokePeerFlink)$$' -v -timeout 10m ./bench/peers/ ./bench/
 
-## bench-peer: cdcjoin vs the Flink peer on one 1e6-row workload (bench/out-peer/)
+## peer-dbsp-test: the DBSP peer against the SQL oracle (needs cargo; its first
+## build compiles the dbsp crate: many minutes, so CI does not run it).
+peer-dbsp-test:
+	CDCJOIN_PEER_DBSP=1 $(GO) test -count=1 -run '^TestDBSPOracle$$' -v -timeout 60m ./bench/peers/
+
+## bench-peer: cdcjoin vs its peers on one 1e6-row workload (bench/out-peer/);
+## PEERS=flink,dbsp adds the DBSP peer (its first build takes many minutes)
+PEERS ?= flink
 bench-peer: build
-	bin/cdcjoin bench --peer flink --rows 1e6 --peer-rounds 3 --out bench/out-peer
+	bin/cdcjoin bench --peer $(PEERS) --rows 1e6 --peer-rounds 3 --out bench/out-peer
 
 ## bench: the 1e6-row benchmark (reports under bench/out/)
 bench: build

@@ -20,7 +20,8 @@ import (
 
 // Peer names accepted by PeerOptions.Peers.
 const (
-	PeerFlink = "flink"
+	PeerFlink = "flink" // Flink 2.3 SQL regular join (peers.Flink)
+	PeerDBSP  = "dbsp"  // a DBSP circuit, Feldera's dbsp crate (peers.DBSP)
 )
 
 // PeerOptions configure RunPeers.
@@ -38,6 +39,11 @@ type PeerOptions struct {
 	CacheDir string
 	// FlinkConf holds extra Flink options, KEY=VALUE.
 	FlinkConf []string
+	// DBSPStep is the DBSP peer's input records per transaction (default
+	// 10,000); DBSPInMemory keeps its state in memory instead of enabling
+	// DBSP's storage (batches of 10 MiB and more spill to disk).
+	DBSPStep     int
+	DBSPInMemory bool
 }
 
 // PeerComparison is report.json's "peer_comparison": cdcjoin's replay
@@ -80,8 +86,10 @@ type PeerRun struct {
 	RecordsPerSecond float64 `json:"records_per_second"`
 	// CPUSeconds: cdcjoin's process CPU during the run; a peer's whole
 	// process (JVM start and planning included).
-	CPUSeconds float64 `json:"cpu_seconds"`
-	// SubmitSeconds and ProcessSeconds (Flink): see peers.FlinkResult.
+	CPUSeconds          float64 `json:"cpu_seconds"`
+	RecordsPerCPUSecond float64 `json:"records_per_cpu_second"`
+	// SubmitSeconds (Flink: see peers.FlinkResult) and ProcessSeconds (a
+	// peer's whole process).
 	SubmitSeconds  float64 `json:"submit_seconds,omitempty"`
 	ProcessSeconds float64 `json:"process_seconds,omitempty"`
 	LoadAvg        float64 `json:"loadavg_1m"`
@@ -135,24 +143,17 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cdcjoin: bench: %w", err)
 	}
+	// The workload, the peers' input and the final joins; kept with KeepState.
 	work := filepath.Join(o.Dir, "peer-work")
-	defer os.RemoveAll(work)
-
-	// Build first: a missing toolchain fails before minutes of generation.
-	var runners []peerRunner
-	for _, name := range p.Peers {
-		switch name {
-		case PeerFlink:
-			f, err := peers.BuildFlink(ctx, p.CacheDir, o.Progress)
-			if err != nil {
-				return nil, err
-			}
-			runners = append(runners, &flinkPeer{f: f, conf: p.FlinkConf})
-		default:
-			return nil, fmt.Errorf("cdcjoin: bench: peer %q: use %s", name, PeerFlink)
-		}
+	if !o.KeepState {
+		defer os.RemoveAll(work)
 	}
 
+	// Build first: a missing toolchain fails before minutes of generation.
+	bt, err := buildPeers(ctx, p, o.Progress)
+	if err != nil {
+		return nil, err
+	}
 	o.progress(fmt.Sprintf("peers: generating the %s-row workload", formatRows(o.Workload.Rows)))
 	files, err := WriteJSONL(ctx, o, filepath.Join(work, "jsonl"))
 	if err != nil {
@@ -169,61 +170,24 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 			cmp.InputBytes += st.Size()
 		}
 	}
-	for _, r := range runners {
-		if fr, ok := r.(*flinkPeer); ok {
-			fr.in = in
+	all := []peerRunner{&cdcjoinPeer{o: o, files: files}}
+	for _, name := range p.Peers {
+		switch name {
+		case PeerFlink:
+			all = append(all, &flinkPeer{f: bt.flink, in: in, conf: p.FlinkConf})
+		case PeerDBSP:
+			all = append(all, &dbspPeer{d: bt.dbsp, files: files, step: p.DBSPStep, inMemory: p.DBSPInMemory})
 		}
 	}
-	cj := &cdcjoinPeer{o: o, files: files}
-	all := append([]peerRunner{cj}, runners...)
 	rep := newReport(o)
 	rep.Peers = cmp
-
-	var finalCdcjoin string
 	if p.Check {
-		finalCdcjoin = filepath.Join(work, "final-cdcjoin.jsonl")
-		o.progress("peers: check: cdcjoin's final join")
-		n, err := cj.final(ctx, filepath.Join(work, "state-check-cdcjoin"), finalCdcjoin)
-		if err != nil {
+		if err := checkFinals(ctx, o, work, all, cmp); err != nil {
 			return nil, err
 		}
-		cmp.FinalRows = n
-		for _, r := range runners {
-			out := filepath.Join(work, "final-"+r.name()+".jsonl")
-			o.progress(fmt.Sprintf("peers: check: %s's final join (collecting sink)", r.name()))
-			if _, err := r.final(ctx, filepath.Join(work, "state-check-"+r.name()), out); err != nil {
-				return nil, err
-			}
-			d, err := peers.CompareFinal(finalCdcjoin, out)
-			if err != nil {
-				return nil, err
-			}
-			cmp.Checks = append(cmp.Checks, PeerCheck{System: r.name(), Rows: d.RowsB, Equal: d.Equal(), Diff: d.String()})
-			o.progress(fmt.Sprintf("peers: check: %s vs cdcjoin: %s", r.name(), d))
-		}
 	}
-	for round := 1; round <= p.Rounds; round++ {
-		for _, r := range all {
-			stateDir := filepath.Join(work, fmt.Sprintf("state-%s-%d", r.name(), round))
-			run, err := r.run(ctx, stateDir)
-			os.RemoveAll(stateDir)
-			if err != nil {
-				return rep, err
-			}
-			run.System, run.Round, run.LoadAvg = r.name(), round, loadAvg()
-			run.RecordsPerSecond = float64(in.Records) / run.Seconds
-			cmp.Runs = append(cmp.Runs, run)
-			o.progress(fmt.Sprintf("peers: round %d/%d: %s: %d records in %.2fs, %.0f records/s",
-				round, p.Rounds, r.name(), in.Records, run.Seconds, run.RecordsPerSecond))
-		}
-	}
-	for _, r := range all {
-		cmp.Systems = append(cmp.Systems, summarize(cmp.Runs, r))
-	}
-	for i := range cmp.Systems {
-		if s := cmp.Systems[i].MedianRecordsPerSecond; s > 0 {
-			cmp.Systems[i].CdcjoinRatio = cmp.Systems[0].MedianRecordsPerSecond / s
-		}
+	if err := timeRounds(ctx, o, work, all, cmp); err != nil {
+		return rep, err
 	}
 	rep.Machine.LoadAvgEnd = loadAvg()
 	if err := rep.WriteFiles(o.Dir); err != nil {
@@ -235,6 +199,95 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// builtPeers holds the peers RunPeers was asked for, built.
+type builtPeers struct {
+	flink *peers.Flink
+	dbsp  *peers.DBSP
+}
+
+// buildPeers builds (or finds built) every peer named in p.Peers.
+func buildPeers(ctx context.Context, p PeerOptions, logf func(string)) (builtPeers, error) {
+	var bt builtPeers
+	seen := map[string]bool{}
+	for _, name := range p.Peers {
+		if seen[name] {
+			return bt, fmt.Errorf("cdcjoin: bench: peer %q named twice", name)
+		}
+		seen[name] = true
+		var err error
+		switch name {
+		case PeerFlink:
+			bt.flink, err = peers.BuildFlink(ctx, p.CacheDir, logf)
+		case PeerDBSP:
+			bt.dbsp, err = peers.BuildDBSP(ctx, p.CacheDir, logf)
+		default:
+			err = fmt.Errorf("cdcjoin: bench: peer %q: use %s or %s", name, PeerFlink, PeerDBSP)
+		}
+		if err != nil {
+			return bt, err
+		}
+	}
+	return bt, nil
+}
+
+// checkFinals writes the final join of every system (all[0] is cdcjoin)
+// and records in cmp whether each peer's equals cdcjoin's.
+func checkFinals(ctx context.Context, o Options, work string, all []peerRunner, cmp *PeerComparison) error {
+	want := filepath.Join(work, "final-cdcjoin.jsonl")
+	o.progress("peers: check: cdcjoin's final join")
+	n, err := all[0].final(ctx, filepath.Join(work, "state-check-cdcjoin"), want)
+	if err != nil {
+		return err
+	}
+	cmp.FinalRows = n
+	for _, r := range all[1:] {
+		got := filepath.Join(work, "final-"+r.name()+".jsonl")
+		o.progress(fmt.Sprintf("peers: check: %s's final join", r.name()))
+		if _, err := r.final(ctx, filepath.Join(work, "state-check-"+r.name()), got); err != nil {
+			return err
+		}
+		d, err := peers.CompareFinal(want, got)
+		if err != nil {
+			return err
+		}
+		cmp.Checks = append(cmp.Checks, PeerCheck{System: r.name(), Rows: d.RowsB, Equal: d.Equal(), Diff: d.String()})
+		o.progress(fmt.Sprintf("peers: check: %s vs cdcjoin: %s", r.name(), d))
+	}
+	return nil
+}
+
+// timeRounds times every system once per round, in order, each on fresh
+// state, and fills cmp's runs and systems.
+func timeRounds(ctx context.Context, o Options, work string, all []peerRunner, cmp *PeerComparison) error {
+	for round := 1; round <= cmp.Rounds; round++ {
+		for _, r := range all {
+			stateDir := filepath.Join(work, fmt.Sprintf("state-%s-%d", r.name(), round))
+			run, err := r.run(ctx, stateDir)
+			os.RemoveAll(stateDir)
+			if err != nil {
+				return err
+			}
+			run.System, run.Round, run.LoadAvg = r.name(), round, loadAvg()
+			run.RecordsPerSecond = float64(cmp.Records) / run.Seconds
+			if run.CPUSeconds > 0 {
+				run.RecordsPerCPUSecond = float64(cmp.Records) / run.CPUSeconds
+			}
+			cmp.Runs = append(cmp.Runs, run)
+			o.progress(fmt.Sprintf("peers: round %d/%d: %s: %d records in %.2fs, %.0f records/s",
+				round, cmp.Rounds, r.name(), cmp.Records, run.Seconds, run.RecordsPerSecond))
+		}
+	}
+	for _, r := range all {
+		cmp.Systems = append(cmp.Systems, summarize(cmp.Runs, r))
+	}
+	for i := range cmp.Systems {
+		if s := cmp.Systems[i].MedianRecordsPerSecond; s > 0 {
+			cmp.Systems[i].CdcjoinRatio = cmp.Systems[0].MedianRecordsPerSecond / s
+		}
+	}
+	return nil
 }
 
 // summarize is r's median, min and max records/s over its runs.
@@ -390,12 +443,59 @@ func (p *flinkPeer) timed() string {
 
 func (p *flinkPeer) run(ctx context.Context, stateDir string) (PeerRun, error) {
 	res, err := p.f.Run(ctx, peers.FlinkRun{Input: p.in, StateDir: stateDir, Parallelism: goruntime.NumCPU(), Conf: p.conf})
-	return PeerRun{Seconds: res.JobSeconds, SubmitSeconds: res.SubmitSeconds, ProcessSeconds: res.ProcessSeconds, CPUSeconds: res.CPUSeconds}, err
+	return PeerRun{Seconds: res.JobSeconds, SubmitSeconds: res.SubmitSeconds, ProcessSeconds: res.Process.Seconds, CPUSeconds: res.Process.CPUSeconds}, err
 }
 
 func (p *flinkPeer) final(ctx context.Context, stateDir, out string) (int64, error) {
 	defer os.RemoveAll(stateDir)
 	res, err := p.f.Run(ctx, peers.FlinkRun{Input: p.in, StateDir: stateDir, Parallelism: goruntime.NumCPU(), Final: out, Conf: p.conf})
+	return res.Rows, err
+}
+
+// dbspPeer is the DBSP peer (package peers), fed the replay files.
+type dbspPeer struct {
+	d        *peers.DBSP
+	files    []string
+	step     int
+	inMemory bool
+}
+
+func (p *dbspPeer) name() string { return PeerDBSP }
+
+func (p *dbspPeer) setup() string {
+	step := p.step
+	if step == 0 {
+		step = 10000
+	}
+	state := "DBSP storage on local disk (batches of 10 MiB and more spill)"
+	if p.inMemory {
+		state = "state in memory"
+	}
+	return fmt.Sprintf("dbsp 0.349 circuit (upsert maps keyed by primary key, join on user_id), %d workers, %d-record steps, %s; reads the replay files (serde_json); output changes counted",
+		goruntime.NumCPU(), step, state)
+}
+
+func (p *dbspPeer) timed() string {
+	return "opening the first input file to the end of the last step (parsing, feeding, every step); process start and circuit construction excluded (runs[].process_seconds include them)"
+}
+
+func (p *dbspPeer) runOnce(ctx context.Context, stateDir, final string) (peers.DBSPResult, error) {
+	r := peers.DBSPRun{Files: p.files, ParentTopic: cdcgen.DefaultParentTopic, ChildTopic: cdcgen.DefaultChildTopic,
+		Workers: goruntime.NumCPU(), Step: p.step, Final: final}
+	if !p.inMemory {
+		r.StorageDir = stateDir
+	}
+	return p.d.Run(ctx, r)
+}
+
+func (p *dbspPeer) run(ctx context.Context, stateDir string) (PeerRun, error) {
+	res, err := p.runOnce(ctx, stateDir, "")
+	return PeerRun{Seconds: res.JobSeconds, ProcessSeconds: res.Process.Seconds, CPUSeconds: res.Process.CPUSeconds}, err
+}
+
+func (p *dbspPeer) final(ctx context.Context, stateDir, out string) (int64, error) {
+	defer os.RemoveAll(stateDir)
+	res, err := p.runOnce(ctx, stateDir, out)
 	return res.Rows, err
 }
 
@@ -407,7 +507,7 @@ func (r *Report) peerMarkdown(b *strings.Builder) {
 	p("\n\n## cdcjoin and its peers on one workload\n\n")
 	p("One generated workload (`--rows %s`, seed %d): the snapshot, cdc and storm phases' records as `cdcjoin replay` files, **%d Kafka records** (%.1f MB; %d of them tombstones), schemas %s, %d partitions per topic, %.1f children per parent, %d/%d unselected pad columns of %d B, TOAST placeholders off (a debezium-json reader would store them as values). ",
 		formatRows(c.Rows), w.Seed, c.Records, float64(c.InputBytes)/1e6, c.Tombstones, w.Schema, w.Partitions, w.ChildrenPerParent, w.UserPads, w.DomainPads, w.PadBytes)
-	p("Peers read the same envelopes as debezium-json files, one per source partition (%.1f MB): tombstones dropped, schemas unwrapped, and the %d updates without a before image (domains: REPLICA IDENTITY DEFAULT) given the record key as before image. ",
+	p("Flink reads the same envelopes as debezium-json files, one per source partition (%.1f MB): tombstones dropped, schemas unwrapped, and the %d updates without a before image (domains: REPLICA IDENTITY DEFAULT) given the record key as before image; DBSP reads the replay files themselves. ",
 		float64(c.PeerBytes)/1e6, c.FilledBefore)
 	p("records/s = %d input records ÷ the timed wall seconds, for every system; runs interleaved (cdcjoin, peer, cdcjoin, peer, …), %d round(s), each on fresh state.\n\n", c.Records, c.Rounds)
 	p("| system | median records/s | min | max | cdcjoin ÷ system |\n|---|---:|---:|---:|---:|\n")
@@ -418,12 +518,12 @@ func (r *Report) peerMarkdown(b *strings.Builder) {
 	for _, s := range c.Systems {
 		p("| %s | %s | %s |\n", s.Name, s.Setup, s.Timed)
 	}
-	p("\n| round | system | seconds | records/s | CPU s | submit s | process s | load (1 min) |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	p("\n| round | system | seconds | records/s | CPU s | records/CPU-s | submit s | process s | load (1 min) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, run := range c.Runs {
-		p("| %d | %s | %.2f | %.0f | %.1f | %s | %s | %.2f |\n", run.Round, run.System, run.Seconds, run.RecordsPerSecond, run.CPUSeconds,
+		p("| %d | %s | %.2f | %.0f | %.1f | %.0f | %s | %s | %.2f |\n", run.Round, run.System, run.Seconds, run.RecordsPerSecond, run.CPUSeconds, run.RecordsPerCPUSecond,
 			optSeconds(run.SubmitSeconds), optSeconds(run.ProcessSeconds), run.LoadAvg)
 	}
-	p("\nCPU s: cdcjoin's process CPU during its run; a peer's whole process (JVM start and planning included).\n")
+	p("\nCPU s: cdcjoin's process CPU during its run; a peer's whole process (for Flink: JVM start, planning and JIT included), so records/CPU-s understates a peer's steady state.\n")
 	if len(c.Checks) > 0 {
 		p("\n**Correctness** (an untimed run with a collecting sink; its final join against cdcjoin's, %d rows):\n\n", c.FinalRows)
 		for _, ch := range c.Checks {

@@ -33,18 +33,8 @@ func TestFlinkOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := cdcgen.DefaultOptions(7)
-	opts.Ops = 4000
-	opts.Toast = 0
-	opts.Mix.TruncateUsers, opts.Mix.TruncateDomains = 0, 0
-	h, err := cdcgen.Generate(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	in := writeHistory(t, h, dir)
-	want := filepath.Join(dir, "want.jsonl")
-	writeOracle(t, h, want)
+	h, _, in, want := oracleHistory(t, dir)
 
 	run := func(name string, conf ...string) (Diff, error) {
 		got := filepath.Join(dir, "final-"+name+".jsonl")
@@ -52,7 +42,7 @@ func TestFlinkOracle(t *testing.T) {
 		if err != nil {
 			return Diff{}, err
 		}
-		t.Logf("%s: %d rows from %d changes, job %.1fs, process %.1fs", name, res.Rows, res.Changes, res.JobSeconds, res.ProcessSeconds)
+		t.Logf("%s: %d rows from %d changes, job %.1fs, process %.1fs", name, res.Rows, res.Changes, res.JobSeconds, res.Process.Seconds)
 		return CompareFinal(want, got)
 	}
 	d, err := run("flink")
@@ -74,8 +64,29 @@ func TestFlinkOracle(t *testing.T) {
 	}
 }
 
+// oracleHistory generates the history of the oracle tests (cdcgen's
+// correctness defaults, 4000 operations, without what debezium-json cannot
+// represent: truncates and TOAST placeholders), writes it into dir as a
+// replay file (path) and as a peer Input, and writes the SQL oracle's final
+// join to want.
+func oracleHistory(t *testing.T, dir string) (h *cdcgen.History, path string, in Input, want string) {
+	t.Helper()
+	opts := cdcgen.DefaultOptions(7)
+	opts.Ops = 4000
+	opts.Toast = 0
+	opts.Mix.TruncateUsers, opts.Mix.TruncateDomains = 0, 0
+	h, err := cdcgen.Generate(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, in = writeHistory(t, h, dir)
+	want = filepath.Join(dir, "want.jsonl")
+	writeOracle(t, h, want)
+	return h, path, in, want
+}
+
 // writeHistory writes h's records as a replay file and converts it.
-func writeHistory(t *testing.T, h *cdcgen.History, dir string) Input {
+func writeHistory(t *testing.T, h *cdcgen.History, dir string) (string, Input) {
 	t.Helper()
 	path := filepath.Join(dir, "history.jsonl")
 	f, err := os.Create(path)
@@ -98,7 +109,7 @@ func writeHistory(t *testing.T, h *cdcgen.History, dir string) Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return in
+	return path, in
 }
 
 // writeOracle writes the SQL oracle's final join in the peer's shape.

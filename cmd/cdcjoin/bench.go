@@ -19,7 +19,7 @@ func benchCommand() command {
 	c := command{
 		name:    "bench",
 		summary: "benchmark the pipeline on generated Debezium traffic; report.json, REPORT.md, charts",
-		usage:   "[--rows N | --sweep N,N,…] [--out DIR] [--pipeline engine|kafka] [--brokers H:P,…] [--clickhouse H:P] [--write-jsonl DIR] [--peer flink]",
+		usage:   "[--rows N | --sweep N,N,…] [--out DIR] [--pipeline engine|kafka] [--brokers H:P,…] [--clickhouse H:P] [--write-jsonl DIR] [--peer flink,dbsp]",
 	}
 	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(&c, stderr, `
@@ -64,11 +64,13 @@ system's median records/s and the ratio (see bench/README.md).`)
 		note := fs.String("machine-note", "", "free text describing the machine (shared cores, load, disk)")
 		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file`")
-		peer := fs.String("peer", "", "compare with peer systems on one workload: flink (needs a JDK 17+ and Maven)")
+		peer := fs.String("peer", "", "compare with peer systems on one workload: flink (needs a JDK 17+ and Maven), dbsp (needs cargo), or both: flink,dbsp")
 		peerRounds := fs.Int("peer-rounds", 2, "interleaved rounds of cdcjoin and each peer (--peer)")
 		peerCheck := fs.Bool("peer-check", true, "check each peer's final join against cdcjoin's first (--peer)")
 		peerCache := fs.String("peer-cache", "", "`dir` of built peers (default: the user cache dir's cdcjoin/peers)")
 		flinkConf := fs.String("flink-conf", "", "extra Flink options `KEY=VALUE,…` for the Flink peer")
+		dbspStep := fs.Int("dbsp-step", 10000, "input records per DBSP transaction (DBSP peer)")
+		dbspMemory := fs.Bool("dbsp-memory", false, "keep the DBSP peer's state in memory (default: DBSP storage on disk)")
 		var pi bench.ProjectionInput
 		fs.Float64Var(&pi.ParentBytes, "tb-parent-bytes", 4e12, "projection: parent (users) table bytes")
 		fs.Float64Var(&pi.ChildBytes, "tb-child-bytes", 2e12, "projection: child (domains) table bytes")
@@ -132,7 +134,8 @@ system's median records/s and the ratio (see bench/README.md).`)
 			if !flagGiven(fs, "sync") {
 				o.Sync = false
 			}
-			po := bench.PeerOptions{Peers: strings.Split(*peer, ","), Rounds: *peerRounds, Check: *peerCheck, CacheDir: *peerCache}
+			po := bench.PeerOptions{Peers: strings.Split(*peer, ","), Rounds: *peerRounds, Check: *peerCheck, CacheDir: *peerCache,
+				DBSPStep: *dbspStep, DBSPInMemory: *dbspMemory}
 			if *flinkConf != "" {
 				po.FlinkConf = strings.Split(*flinkConf, ",")
 			}
