@@ -133,6 +133,9 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 	if len(p.Peers) == 0 || p.Rounds < 1 {
 		return nil, errors.New("cdcjoin: bench: peers: name at least one peer and at least one round")
 	}
+	if o.Pipeline != PipelineEngine || o.ClickHouse != "" || len(o.Sweep) > 0 {
+		return nil, errors.New("cdcjoin: bench: peers: the comparison runs cdcjoin's replay path on one workload (--rows): --pipeline kafka, --clickhouse and --sweep do not apply")
+	}
 	if p.CacheDir == "" {
 		d, err := os.UserCacheDir()
 		if err != nil {
@@ -212,18 +215,20 @@ func buildPeers(ctx context.Context, p PeerOptions, logf func(string)) (builtPee
 	var bt builtPeers
 	seen := map[string]bool{}
 	for _, name := range p.Peers {
-		if seen[name] {
+		switch {
+		case seen[name]:
 			return bt, fmt.Errorf("cdcjoin: bench: peer %q named twice", name)
+		case name != PeerFlink && name != PeerDBSP:
+			return bt, fmt.Errorf("cdcjoin: bench: peer %q: use %s or %s", name, PeerFlink, PeerDBSP)
 		}
 		seen[name] = true
+	}
+	for _, name := range p.Peers {
 		var err error
-		switch name {
-		case PeerFlink:
+		if name == PeerFlink {
 			bt.flink, err = peers.BuildFlink(ctx, p.CacheDir, logf)
-		case PeerDBSP:
+		} else {
 			bt.dbsp, err = peers.BuildDBSP(ctx, p.CacheDir, logf)
-		default:
-			err = fmt.Errorf("cdcjoin: bench: peer %q: use %s or %s", name, PeerFlink, PeerDBSP)
 		}
 		if err != nil {
 			return bt, err

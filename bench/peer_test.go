@@ -51,3 +51,23 @@ func TestSmokePeerFlink(t *testing.T) {
 		t.Fatalf("report.json: %v %+v", err, back)
 	}
 }
+
+func TestRunPeersRejects(t *testing.T) {
+	ctx := context.Background()
+	base := Options{Workload: Workload{Rows: 100}, Dir: t.TempDir()}
+	for name, c := range map[string]struct {
+		o Options
+		p PeerOptions
+	}{
+		"no peer":  {base, PeerOptions{}},
+		"unknown":  {base, PeerOptions{Peers: []string{"spark"}, CacheDir: t.TempDir()}},
+		"twice":    {base, PeerOptions{Peers: []string{"dbsp", "dbsp"}, CacheDir: t.TempDir()}},
+		"kafka":    {Options{Workload: base.Workload, Dir: base.Dir, Pipeline: PipelineKafka}, PeerOptions{Peers: []string{PeerFlink}}},
+		"sweep":    {Options{Workload: base.Workload, Dir: base.Dir, Sweep: []int64{100, 1000}}, PeerOptions{Peers: []string{PeerFlink}}},
+		"rounds<0": {base, PeerOptions{Peers: []string{PeerFlink}, Rounds: -1}},
+	} {
+		if _, err := RunPeers(ctx, c.o, c.p); err == nil || !strings.HasPrefix(err.Error(), "cdcjoin: bench: ") {
+			t.Errorf("%s: want a cdcjoin: bench: error, got %v", name, err)
+		}
+	}
+}
