@@ -76,6 +76,10 @@ type PeerSystem struct {
 	MaxRecordsPerSecond    float64 `json:"max_records_per_second"`
 	// CdcjoinRatio is cdcjoin's median ÷ this system's median (1 for cdcjoin).
 	CdcjoinRatio float64 `json:"cdcjoin_ratio"`
+	// MedianRecordsPerCPUSecond is the median of runs[].records_per_cpu_second:
+	// steadier than wall time on a shared machine, where a process with more
+	// runnable threads gets a larger share of the cores.
+	MedianRecordsPerCPUSecond float64 `json:"median_records_per_cpu_second"`
 }
 
 // PeerRun is one timed run, in the order they ran.
@@ -298,18 +302,21 @@ func timeRounds(ctx context.Context, o Options, work string, all []peerRunner, c
 // summarize is r's median, min and max records/s over its runs.
 func summarize(runs []PeerRun, r peerRunner) PeerSystem {
 	s := PeerSystem{Name: r.name(), Setup: r.setup(), Timed: r.timed()}
-	var xs []float64
+	var xs, cpu []float64
 	for _, run := range runs {
 		if run.System == r.name() {
 			xs = append(xs, run.RecordsPerSecond)
+			cpu = append(cpu, run.RecordsPerCPUSecond)
 		}
 	}
 	if len(xs) == 0 {
 		return s
 	}
 	slices.Sort(xs)
+	slices.Sort(cpu)
 	s.MinRecordsPerSecond, s.MaxRecordsPerSecond = xs[0], xs[len(xs)-1]
 	s.MedianRecordsPerSecond = median(xs)
+	s.MedianRecordsPerCPUSecond = median(cpu)
 	return s
 }
 
@@ -515,9 +522,9 @@ func (r *Report) peerMarkdown(b *strings.Builder) {
 	p("Flink reads the same envelopes as debezium-json files, one per source partition (%.1f MB): tombstones dropped, schemas unwrapped, and the %d updates without a before image (domains: REPLICA IDENTITY DEFAULT) given the record key as before image; DBSP reads the replay files themselves. ",
 		float64(c.PeerBytes)/1e6, c.FilledBefore)
 	p("records/s = %d input records ÷ the timed wall seconds, for every system; runs interleaved (cdcjoin, peer, cdcjoin, peer, …), %d round(s), each on fresh state.\n\n", c.Records, c.Rounds)
-	p("| system | median records/s | min | max | cdcjoin ÷ system |\n|---|---:|---:|---:|---:|\n")
+	p("| system | median records/s | min | max | cdcjoin ÷ system | median records/CPU-s |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, s := range c.Systems {
-		p("| %s | %.0f | %.0f | %.0f | %.2f |\n", s.Name, s.MedianRecordsPerSecond, s.MinRecordsPerSecond, s.MaxRecordsPerSecond, s.CdcjoinRatio)
+		p("| %s | %.0f | %.0f | %.0f | %.2f | %.0f |\n", s.Name, s.MedianRecordsPerSecond, s.MinRecordsPerSecond, s.MaxRecordsPerSecond, s.CdcjoinRatio, s.MedianRecordsPerCPUSecond)
 	}
 	p("\n| system | setup | timed |\n|---|---|---|\n")
 	for _, s := range c.Systems {
@@ -528,7 +535,7 @@ func (r *Report) peerMarkdown(b *strings.Builder) {
 		p("| %d | %s | %.2f | %.0f | %.1f | %.0f | %s | %s | %.2f |\n", run.Round, run.System, run.Seconds, run.RecordsPerSecond, run.CPUSeconds, run.RecordsPerCPUSecond,
 			optSeconds(run.SubmitSeconds), optSeconds(run.ProcessSeconds), run.LoadAvg)
 	}
-	p("\nCPU s: cdcjoin's process CPU during its run; a peer's whole process (for Flink: JVM start, planning and JIT included), so records/CPU-s understates a peer's steady state.\n")
+	p("\nCPU s: cdcjoin's process CPU during its run; a peer's whole process (for Flink: JVM start, planning and JIT included), so records/CPU-s understates a peer's steady state. On a loaded machine compare records/CPU-s too: a process with more runnable threads (Flink's tasks, DBSP's workers) gets a larger share of the cores than cdcjoin's two goroutines, which favours the peers' wall-time figures.\n")
 	if len(c.Checks) > 0 {
 		p("\n**Correctness** (an untimed run with a collecting sink; its final join against cdcjoin's, %d rows):\n\n", c.FinalRows)
 		for _, ch := range c.Checks {
