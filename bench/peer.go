@@ -124,7 +124,8 @@ type peerRunner interface {
 // dropped) and each peer, interleaved for p.Rounds rounds, and writes
 // report.json and REPORT.md into o.Dir with the medians and their ratios.
 // With p.Check each peer's final join must equal cdcjoin's, or RunPeers
-// returns an error after writing the report.
+// returns an error after writing the report. A non-nil Report has been
+// written.
 func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 	o = o.withDefaults()
 	o.Workload.NoToast = true
@@ -194,7 +195,7 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 		}
 	}
 	if err := timeRounds(ctx, o, work, all, cmp); err != nil {
-		return rep, err
+		return nil, err
 	}
 	rep.Machine.LoadAvgEnd = loadAvg()
 	if err := rep.WriteFiles(o.Dir); err != nil {

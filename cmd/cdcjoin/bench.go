@@ -128,9 +128,21 @@ system's median records/s and the ratio (see bench/README.md).`)
 			}
 			return nil
 		}
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("cdcjoin: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("cdcjoin: cpu profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		if *peer != "" {
-			// Flink keeps no durable state here (no checkpoints): compare with
-			// cdcjoin's replay default (no fsync) unless --sync was given.
+			// The peers keep no durable state here (Flink takes no checkpoints,
+			// DBSP none either): compare with cdcjoin's replay default (no
+			// fsync) unless --sync was given.
 			if !flagGiven(fs, "sync") {
 				o.Sync = false
 			}
@@ -144,17 +156,6 @@ system's median records/s and the ratio (see bench/README.md).`)
 				fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "report.json"), filepath.Join(*out, "REPORT.md"))
 			}
 			return err
-		}
-		if *cpuProfile != "" {
-			f, err := os.Create(*cpuProfile)
-			if err != nil {
-				return fmt.Errorf("cdcjoin: %w", err)
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return fmt.Errorf("cdcjoin: cpu profile: %w", err)
-			}
-			defer pprof.StopCPUProfile()
 		}
 		rep, err := bench.Run(ctx, o)
 		if rep != nil && len(rep.Points) > 0 {
