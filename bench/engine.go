@@ -10,7 +10,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
 
@@ -36,7 +36,7 @@ func jobConfigTopics(o Options, parentTopic, childTopic, stateDir, extra string)
 }
 
 // driver feeds a pipeline phase by phase. Implementations: engineDriver
-// (in-process engine) and kafkaDriver (runtime.Run on Kafka).
+// (in-process engine) and kafkaDriver (kafkarun.Run on Kafka).
 type driver interface {
 	// phase runs one phase to completion: every record of the phase has
 	// been processed and its changes acknowledged by the sink.
@@ -73,9 +73,9 @@ func newEngineDriver(ctx context.Context, o Options, p plan, stateDir string, in
 		inner = NewNullSink(cfg.OutputNames())
 	}
 	d.ps = &probeSink{inner: inner, p: pr, out: &smp.out}
-	var one [1]keyed.Change
+	var one [1]row.Change
 	d.eng, err = engine.Open(cfg, engine.Options{
-		Emit: func(c *keyed.Change) error {
+		Emit: func(c *row.Change) error {
 			one[0] = *c
 			return d.ps.Write(ctx, one[:])
 		},

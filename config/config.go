@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // JoinKind is INNER or LEFT (parent rows without children are kept, padded
@@ -27,22 +29,6 @@ const (
 	Inner JoinKind = "inner"
 	Left  JoinKind = "left"
 )
-
-// Side says which table a column comes from.
-type Side uint8
-
-// Sides of the join.
-const (
-	Parent Side = iota + 1
-	Child
-)
-
-func (s Side) String() string {
-	if s == Parent {
-		return "parent"
-	}
-	return "child"
-}
 
 // Columns is a list of column names; in YAML either a scalar "id" (or
 // "a, b") or a sequence [a, b].
@@ -76,7 +62,7 @@ type Table struct {
 
 // SelectItem is one output column: Side.Column AS Name.
 type SelectItem struct {
-	Side   Side
+	Side   row.Side
 	Column string
 	Name   string
 }
@@ -107,9 +93,9 @@ func (s *Select) UnmarshalYAML(n *yaml.Node) error {
 		}
 		si := SelectItem{Column: m[2], Name: m[2]}
 		if strings.EqualFold(m[1], "parent") {
-			si.Side = Parent
+			si.Side = row.Parent
 		} else {
-			si.Side = Child
+			si.Side = row.Child
 		}
 		if m[3] != "" {
 			si.Name = m[3]
@@ -440,7 +426,7 @@ func (c *Config) Line(path ...string) int { return c.line(path...) }
 func (c *Config) ParentColumns() []string {
 	cols := append([]string(nil), c.Parent.Key...)
 	for _, s := range c.Select {
-		if s.Side == Parent {
+		if s.Side == row.Parent {
 			cols = appendUnique(cols, s.Column)
 		}
 	}
@@ -455,7 +441,7 @@ func (c *Config) ChildColumns() []string {
 		cols = appendUnique(cols, k)
 	}
 	for _, s := range c.Select {
-		if s.Side == Child {
+		if s.Side == row.Child {
 			cols = appendUnique(cols, s.Column)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 const good = `name: user_domains
@@ -46,7 +48,7 @@ state: {dir: /tmp/x}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Join != Left || len(c.Select) != 2 || c.Select[1].Side != Child || c.Select[1].Name != "domain_name" {
+	if c.Join != Left || len(c.Select) != 2 || c.Select[1].Side != row.Child || c.Select[1].Name != "domain_name" {
 		t.Errorf("parsed %+v", c.Select)
 	}
 }

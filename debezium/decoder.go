@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Options configure a Decoder.
@@ -90,7 +92,7 @@ func (d *Decoder) Columns() []string { return d.cols }
 // values). ev.Types is nil without a schema; with one it is a slice shared
 // with the decoder's schema cache and must not be modified.
 //
-// Every error is a *DecodeError (Kind ErrMalformed, ErrUnknownOp,
+// Every error is a *DecodeError (row.Kind ErrMalformed, ErrUnknownOp,
 // ErrTypeMismatch, ErrOversized or ErrMissingColumn) whose Field names the
 // offending field, e.g. "payload.after.user_id" or "key.id". Decode never
 // panics on any input.
@@ -129,7 +131,7 @@ func oversized(field string, size, limit int) *DecodeError {
 func resetRow(r *Row, n int) {
 	r.Present = false
 	if cap(r.Values) < n {
-		r.Values = make([]Value, n)
+		r.Values = make([]row.Value, n)
 		return
 	}
 	r.Values = r.Values[:n]
@@ -490,10 +492,10 @@ func mismatch(info *colInfo, got string) *DecodeError {
 }
 
 // value decodes one column value per info.
-func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) value(s *scanner, info *colInfo, out *row.Value) *DecodeError {
 	c := s.peek()
 	if c == 'n' {
-		*out = Value{}
+		*out = row.Value{}
 		return s.literal("null")
 	}
 	if info.conv == convRaw {
@@ -501,10 +503,10 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		if err := s.skip(); err != nil {
 			return err
 		}
-		if c == '"' && string(s.b[start:s.i]) == `"`+UnavailableValue+`"` {
-			*out = Unavailable()
+		if c == '"' && string(s.b[start:s.i]) == `"`+row.UnavailableValue+`"` {
+			*out = row.Unavailable()
 		} else {
-			*out = String(d.str(s.b[start:s.i]))
+			*out = row.String(d.str(s.b[start:s.i]))
 		}
 		return nil
 	}
@@ -518,7 +520,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		if info.conv != convInfer && info.conv != convBool {
 			return mismatch(info, "boolean")
 		}
-		*out = Bool(c == 't')
+		*out = row.Bool(c == 't')
 		return nil
 	case '{':
 		if info.conv == convVarDecimal || info.conv == convInfer {
@@ -536,7 +538,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		if info.conv != convInfer {
 			return mismatch(info, "array")
 		}
-		*out = String(d.str(s.b[start:s.i])) // e.g. a PostgreSQL array column
+		*out = row.String(d.str(s.b[start:s.i])) // e.g. a PostgreSQL array column
 		return nil
 	case 0:
 		return s.syntaxErr("unexpected end of input")
@@ -549,7 +551,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 	case convInfer:
 		if isInt {
 			if v, ok := parseIntLit(raw); ok {
-				*out = Int(v)
+				*out = row.Int(v)
 				return nil
 			}
 		}
@@ -558,7 +560,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		if !ok {
 			return mismatch(info, "number with an exponent out of range")
 		}
-		*out = Decimal(d.str(d.tbuf))
+		*out = row.Decimal(d.str(d.tbuf))
 		return nil
 	case convInt:
 		v, ok := parseIntLit(raw)
@@ -581,14 +583,14 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 			}
 			v = q
 		}
-		*out = Value{Kind: info.kind, Int: v}
+		*out = row.Value{Kind: info.kind, Int: v}
 		return nil
 	case convFloat:
 		f, perr := strconv.ParseFloat(view(raw), 64)
 		if perr != nil && !math.IsInf(f, 0) {
 			return mismatch(info, "number "+string(raw))
 		}
-		*out = Float(f)
+		*out = row.Float(f)
 		return nil
 	}
 	return mismatch(info, "number")
@@ -618,7 +620,7 @@ func (d *Decoder) integral(raw []byte) (int64, bool) {
 }
 
 // stringValue decodes a JSON string per info.
-func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) stringValue(s *scanner, info *colInfo, out *row.Value) *DecodeError {
 	raw, esc, err := s.str()
 	if err != nil {
 		return err
@@ -629,24 +631,24 @@ func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 		}
 		raw = d.sbuf
 	}
-	if string(raw) == UnavailableValue {
-		*out = Unavailable()
+	if string(raw) == row.UnavailableValue {
+		*out = row.Unavailable()
 		return nil
 	}
 	switch info.conv {
 	case convInfer, convString:
-		*out = String(d.str(raw))
+		*out = row.String(d.str(raw))
 		return nil
 	case convZoned:
 		t, perr := time.Parse(time.RFC3339Nano, view(raw))
 		if perr != nil {
 			return mismatch(info, "unparsable timestamp "+strconv.Quote(string(raw)))
 		}
-		*out = Timestamp(t.UnixMicro())
+		*out = row.Timestamp(t.UnixMicro())
 		return nil
 	case convBytes, convDecimal:
 		if string(raw) == unavailableBase64 {
-			*out = Unavailable()
+			*out = row.Unavailable()
 			return nil
 		}
 		b, ok := d.base64(raw)
@@ -654,20 +656,20 @@ func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 			return mismatch(info, "invalid base64")
 		}
 		if info.conv == convBytes {
-			*out = Value{Kind: KindBytes, Str: d.str(b)}
+			*out = row.Value{Kind: row.KindBytes, Str: d.str(b)}
 			return nil
 		}
 		return d.decimal(b, info.scale, info, out)
 	case convFloat:
 		switch string(raw) {
 		case "NaN":
-			*out = Float(math.NaN())
+			*out = row.Float(math.NaN())
 			return nil
 		case "Infinity":
-			*out = Float(math.Inf(1))
+			*out = row.Float(math.Inf(1))
 			return nil
 		case "-Infinity":
-			*out = Float(math.Inf(-1))
+			*out = row.Float(math.Inf(-1))
 			return nil
 		}
 	}
@@ -680,12 +682,12 @@ func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 const maxDecimalBytes = 64 << 10
 
 // decimal sets *out to the decimal with unscaled two's complement b.
-func (d *Decoder) decimal(b []byte, scale int, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) decimal(b []byte, scale int, info *colInfo, out *row.Value) *DecodeError {
 	if len(b) > maxDecimalBytes {
 		return mismatch(info, "decimal of "+strconv.Itoa(len(b))+" bytes")
 	}
 	d.tbuf, d.dbuf = appendTwosComplementDecimal(d.tbuf[:0], d.dbuf, b, scale)
-	*out = Decimal(d.str(d.tbuf))
+	*out = row.Decimal(d.str(d.tbuf))
 	return nil
 }
 
@@ -709,7 +711,7 @@ func (d *Decoder) base64(raw []byte) ([]byte, bool) {
 // structValue decodes an object: a VariableScaleDecimal {"scale":n,
 // "value":base64}. Without a schema an object of exactly that shape is taken
 // as a VariableScaleDecimal too; any other object becomes its raw JSON text.
-func (d *Decoder) structValue(s *scanner, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) structValue(s *scanner, info *colInfo, out *row.Value) *DecodeError {
 	start := s.i
 	s.i++
 	scale, haveScale, haveValue, shape := 0, false, false, true
@@ -755,7 +757,7 @@ func (d *Decoder) structValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 		return d.decimal(b, scale, info, out)
 	}
 	if info.conv == convInfer {
-		*out = String(d.str(s.b[start:s.i]))
+		*out = row.String(d.str(s.b[start:s.i]))
 		return nil
 	}
 	return mismatch(info, "malformed VariableScaleDecimal")

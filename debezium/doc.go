@@ -6,8 +6,8 @@
 // c, u, d, r and t. With a schema, values are typed by it, including the Kafka
 // Connect and Debezium logical types (Decimal, VariableScaleDecimal, the
 // io.debezium.time types, Uuid, Json, Enum); without one, by the JSON token
-// (integers as KindInt, other numbers as exact KindDecimal text). Debezium's
-// unchanged-TOAST placeholder becomes KindUnavailable in both modes.
+// (integers as row.KindInt, other numbers as exact row.KindDecimal text). Debezium's
+// unchanged-TOAST placeholder becomes row.KindUnavailable in both modes.
 //
 // Speed: the decoder is a hand-written JSON scanner that allocates nothing
 // per record in the steady state. It matches member names against the

@@ -3,6 +3,8 @@ package debezium
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Op is a Debezium change operation, the envelope's `op` field.
@@ -46,15 +48,12 @@ type Source struct {
 	Table  string
 }
 
-// ColumnType is a projected column's type as declared by the record's Kafka
-// Connect schema. Records without a schema carry no column types.
-type ColumnType struct {
-	Kind      Kind   // the Kind values of this column decode to
-	Connect   string // Kafka Connect type: int8..int64, float32, float64, boolean, string, bytes, …
-	Logical   string // Connect/Debezium logical name, e.g. "org.apache.kafka.connect.data.Decimal"
-	Optional  bool
-	Scale     int // Decimal scale (-1 when variable)
-	Precision int // Decimal precision when the schema states it (connect.decimal.precision), else 0
+// Row is a projected row: Values[i] is the value of the decoder's i-th
+// projected column. Present is false when the envelope had no such image
+// (e.g. `before` of an insert, or of an update under REPLICA IDENTITY DEFAULT).
+type Row struct {
+	Present bool
+	Values  []row.Value
 }
 
 // Event is one decoded change event. Before and After are projected to the
@@ -68,7 +67,7 @@ type Event struct {
 	Before Row
 	After  Row
 	Key    Row
-	Types  []ColumnType
+	Types  []row.ColumnType
 	Source Source
 	TsMs   int64 // the envelope's ts_ms (when Debezium processed the change)
 }
@@ -99,7 +98,7 @@ func (k ErrorKind) String() string {
 }
 
 // DecodeError describes a record cdcjoin could not decode: what was wrong
-// (Kind, Reason), in which field (a path like "payload.after.id"), and where
+// (row.Kind, Reason), in which field (a path like "payload.after.id"), and where
 // the record came from when known (Topic/Partition/Offset; Offset is -1 when
 // unknown).
 type DecodeError struct {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"hash/maphash"
 	"strconv"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Kafka Connect and Debezium logical type names the decoder understands.
@@ -33,7 +35,7 @@ const (
 	schemaErrBadDecimalArg = "bad Decimal scale parameter"
 )
 
-// conv says how a JSON value is turned into a Value.
+// conv says how a JSON value is turned into a row.Value.
 type conv uint8
 
 const (
@@ -42,20 +44,20 @@ const (
 	convFloat                  // float32/float64
 	convBool                   // boolean
 	convString                 // string
-	convZoned                  // ISO-8601 string -> KindTimestamp
-	convBytes                  // base64 -> KindBytes
-	convDecimal                // base64 two's complement + fixed scale -> KindDecimal
-	convVarDecimal             // {"scale":n,"value":base64} -> KindDecimal
-	convRaw                    // struct/array/map: raw JSON text as KindString
+	convZoned                  // ISO-8601 string -> row.KindTimestamp
+	convBytes                  // base64 -> row.KindBytes
+	convDecimal                // base64 two's complement + fixed scale -> row.KindDecimal
+	convVarDecimal             // {"scale":n,"value":base64} -> row.KindDecimal
+	convRaw                    // struct/array/map: raw JSON text as row.KindString
 )
 
 // colInfo is the decoding recipe of one projected column.
 type colInfo struct {
 	conv  conv
-	kind  Kind  // result kind for convInt
-	mul   int64 // convInt: multiply by mul (ms -> µs), when > 1
-	div   int64 // convInt: floor-divide by div (ns -> µs), when > 1
-	min   int64 // convInt: accepted range
+	kind  row.Kind // result kind for convInt
+	mul   int64    // convInt: multiply by mul (ms -> µs), when > 1
+	div   int64    // convInt: floor-divide by div (ns -> µs), when > 1
+	min   int64    // convInt: accepted range
 	max   int64
 	scale int    // convDecimal
 	typ   string // Connect type, for error messages
@@ -145,11 +147,11 @@ func (n *schemaNode) fieldNamed(name string) *schemaNode {
 }
 
 // columnType derives a column's public type and decoding recipe.
-func columnType(n *schemaNode) (ColumnType, colInfo, *DecodeError) {
-	ct := ColumnType{Connect: n.typ, Logical: n.name, Optional: n.optional}
+func columnType(n *schemaNode) (row.ColumnType, colInfo, *DecodeError) {
+	ct := row.ColumnType{Connect: n.typ, Logical: n.name, Optional: n.optional}
 	ci := colInfo{typ: n.typ}
 	intRange := func(bits uint) {
-		ci.conv, ci.kind = convInt, KindInt
+		ci.conv, ci.kind = convInt, row.KindInt
 		ci.max = 1<<(bits-1) - 1
 		ci.min = -ci.max - 1
 	}
@@ -163,47 +165,47 @@ func columnType(n *schemaNode) (ColumnType, colInfo, *DecodeError) {
 	case "int64":
 		intRange(64)
 	case "float32", "float64":
-		ci.conv, ct.Kind = convFloat, KindFloat
+		ci.conv, ct.Kind = convFloat, row.KindFloat
 	case "boolean":
-		ci.conv, ct.Kind = convBool, KindBool
+		ci.conv, ct.Kind = convBool, row.KindBool
 	case "string":
-		ci.conv, ct.Kind = convString, KindString
+		ci.conv, ct.Kind = convString, row.KindString
 	case "bytes":
-		ci.conv, ct.Kind = convBytes, KindBytes
+		ci.conv, ct.Kind = convBytes, row.KindBytes
 	default: // struct, array, map
-		ci.conv, ct.Kind = convRaw, KindString
+		ci.conv, ct.Kind = convRaw, row.KindString
 	}
 	if ci.conv == convInt {
 		switch n.name {
 		case logicalDate, logicalConnectDate:
-			ci.kind = KindDate
+			ci.kind = row.KindDate
 		case logicalMicroTimestamp:
-			ci.kind = KindTimestamp
+			ci.kind = row.KindTimestamp
 		case logicalTimestamp, logicalConnectTs:
-			ci.kind, ci.mul = KindTimestamp, 1000
+			ci.kind, ci.mul = row.KindTimestamp, 1000
 		case logicalNanoTimestamp:
-			ci.kind, ci.div = KindTimestamp, 1000
+			ci.kind, ci.div = row.KindTimestamp, 1000
 		case logicalMicroTime:
-			ci.kind = KindTime
+			ci.kind = row.KindTime
 		case logicalTime, logicalConnectTime:
-			ci.kind, ci.mul = KindTime, 1000
+			ci.kind, ci.mul = row.KindTime, 1000
 		case logicalNanoTime:
-			ci.kind, ci.div = KindTime, 1000
+			ci.kind, ci.div = row.KindTime, 1000
 		}
 		ct.Kind = ci.kind
 	}
 	switch {
 	case n.name == logicalZonedTimestamp && n.typ == "string":
-		ci.conv, ct.Kind = convZoned, KindTimestamp
+		ci.conv, ct.Kind = convZoned, row.KindTimestamp
 	case n.name == logicalDecimal && n.typ == "bytes":
 		sc, err := strconv.Atoi(n.params[schemaParamScale])
 		if err != nil || sc > maxScale || sc < -maxScale {
 			return ct, ci, &DecodeError{Kind: ErrMalformed, Reason: schemaErrBadDecimalArg, Offset: -1}
 		}
-		ci.conv, ci.scale, ct.Kind, ct.Scale = convDecimal, sc, KindDecimal, sc
+		ci.conv, ci.scale, ct.Kind, ct.Scale = convDecimal, sc, row.KindDecimal, sc
 		ct.Precision, _ = strconv.Atoi(n.params[schemaParamPrecision])
 	case n.name == logicalVarDecimal && n.typ == schemaTypeStruct:
-		ci.conv, ct.Kind, ct.Scale = convVarDecimal, KindDecimal, -1
+		ci.conv, ct.Kind, ct.Scale = convVarDecimal, row.KindDecimal, -1
 	}
 	return ct, ci, nil
 }
@@ -213,7 +215,7 @@ func columnType(n *schemaNode) (ColumnType, colInfo, *DecodeError) {
 // types[i] is zero and infos[i] decodes without a schema (convInfer).
 type projection struct {
 	raw   []byte // the schema block's bytes, the cache key
-	types []ColumnType
+	types []row.ColumnType
 	infos []colInfo
 }
 
@@ -221,7 +223,7 @@ type projection struct {
 func buildProjection(raw []byte, st *schemaNode, cols []string) (*projection, *DecodeError) {
 	p := &projection{
 		raw:   append([]byte(nil), raw...),
-		types: make([]ColumnType, len(cols)),
+		types: make([]row.ColumnType, len(cols)),
 		infos: make([]colInfo, len(cols)),
 	}
 	if st == nil {

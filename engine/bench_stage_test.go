@@ -8,7 +8,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // BenchmarkEngineReplay measures the whole single-process path (decode,
@@ -39,7 +39,7 @@ state: {dir: %q, sync: false}
 			names := cfg.OutputNames()
 			var buf []byte
 			var changes int
-			eng, err := engine.Open(cfg, engine.Options{Emit: func(c *keyed.Change) error {
+			eng, err := engine.Open(cfg, engine.Options{Emit: func(c *row.Change) error {
 				buf = c.AppendJSON(buf[:0], names)
 				changes++
 				return nil

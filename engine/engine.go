@@ -17,11 +17,13 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Record is one Kafka record of a Debezium topic. Value nil is a tombstone.
@@ -45,7 +47,7 @@ type Options struct {
 	// before a partition's committed offset are skipped. Without Resume the
 	// state directory must be empty.
 	Resume bool
-	// Emit receives every change (see keyed.Change's ownership rules). Nil
+	// Emit receives every change (see row.Change's ownership rules). Nil
 	// discards changes.
 	Emit keyed.Emit
 	// Flush, if set, is called before each state commit; it must make every
@@ -85,8 +87,8 @@ type Engine struct {
 	stats    Stats
 	emit     keyed.Emit
 	resume   map[topicPart]int64
-	next     map[topicPart]int64      // positions reached so far, written at each Commit
-	types    [3][]debezium.ColumnType // last schema'd column types per side
+	next     map[topicPart]int64 // positions reached so far, written at each Commit
+	types    [3][]row.ColumnType // last schema'd column types per side
 }
 
 type topicPart struct {
@@ -123,7 +125,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	e.decoders = e.NewDecoders()
 	e.emit = opts.Emit
 	if e.emit == nil {
-		e.emit = func(*keyed.Change) error { return nil }
+		e.emit = func(*row.Change) error { return nil }
 	}
 	if err := e.load(); err != nil {
 		store.Close()
@@ -166,8 +168,8 @@ func (e *Engine) load() error {
 // select order, as declared by the most recent records with a schema (zero
 // entries where no such record was seen yet). Sinks that create tables use
 // it.
-func (e *Engine) OutputTypes() []debezium.ColumnType {
-	out := make([]debezium.ColumnType, len(e.spec.Out))
+func (e *Engine) OutputTypes() []row.ColumnType {
+	out := make([]row.ColumnType, len(e.spec.Out))
 	for i, o := range e.spec.Out {
 		if ts := e.types[o.Side]; o.Index < len(ts) {
 			out[i] = ts[o.Index]
@@ -197,7 +199,7 @@ func (e *Engine) Spec() *keyed.Spec { return e.spec }
 // can be reused for another record once applied.
 type Decoded struct {
 	Record Record // Key/Value are kept only when Err is set (for dead-lettering)
-	side   config.Side
+	side   row.Side
 	ok     bool  // false: a tombstone
 	Err    error // a bad-record error naming the record's position
 	ev     debezium.Event
@@ -214,17 +216,17 @@ type Decoders struct {
 func (e *Engine) NewDecoders() *Decoders {
 	d := &Decoders{cfg: e.cfg}
 	dopts := debezium.Options{MaxRecordBytes: e.cfg.Errors.MaxRecordBytes}
-	d.decs[config.Parent] = debezium.NewDecoder(e.spec.ParentColumns, dopts)
-	d.decs[config.Child] = debezium.NewDecoder(e.spec.ChildColumns, dopts)
+	d.decs[row.Parent] = debezium.NewDecoder(e.spec.ParentColumns, dopts)
+	d.decs[row.Child] = debezium.NewDecoder(e.spec.ChildColumns, dopts)
 	return d
 }
 
-func sideOf(cfg *config.Config, topic string) config.Side {
+func sideOf(cfg *config.Config, topic string) row.Side {
 	switch topic {
 	case cfg.Parent.Topic:
-		return config.Parent
+		return row.Parent
 	case cfg.Child.Topic:
-		return config.Child
+		return row.Child
 	}
 	return 0
 }
@@ -369,18 +371,18 @@ func (e *Engine) Close() error {
 // Final streams the materialized join from the committed state, sorted by row
 // key (join key, then child key; a LEFT join's padded row has no child key).
 // vals is reused between calls.
-func (e *Engine) Final(fn func(parentKey, childKey, vals []debezium.Value) error) error {
+func (e *Engine) Final(fn func(parentKey, childKey, vals []row.Value) error) error {
 	return Materialize(e.store, e.spec, fn)
 }
 
 // Materialize streams the join held in store (see Engine.Final).
-func Materialize(store *joinstate.Store, spec *keyed.Spec, fn func(parentKey, childKey, vals []debezium.Value) error) error {
+func Materialize(store *joinstate.Store, spec *keyed.Spec, fn func(parentKey, childKey, vals []row.Value) error) error {
 	t := store.Begin()
 	defer t.Abort()
-	var vals, pk, ck []debezium.Value
+	var vals, pk, ck []row.Value
 	return t.Groups(func(jk []byte, p *joinstate.ParentRecord, children joinstate.ChildScan) error {
 		var err error
-		pk, _, err = joinstate.DecodeKey(pk[:0], jk, len(spec.ParentKey))
+		pk, _, err = row.DecodeKey(pk[:0], jk, len(spec.ParentKey))
 		if err != nil {
 			return err
 		}
@@ -388,7 +390,7 @@ func Materialize(store *joinstate.Store, spec *keyed.Spec, fn func(parentKey, ch
 		err = children(func(ckb []byte, c *joinstate.ChildRecord) error {
 			any = true
 			var err error
-			ck, _, err = joinstate.DecodeKey(ck[:0], ckb, len(spec.ChildKey))
+			ck, _, err = row.DecodeKey(ck[:0], ckb, len(spec.ChildKey))
 			if err != nil {
 				return err
 			}

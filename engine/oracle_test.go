@@ -10,12 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 var (
@@ -61,8 +61,8 @@ state: {dir: /state, batch_events: 100}
 	return cfg
 }
 
-func text(v debezium.Value) string {
-	if v.IsNull() || v.Kind == debezium.KindUnavailable {
+func text(v row.Value) string {
+	if v.IsNull() || v.Kind == row.KindUnavailable {
 		return cdcgen.Null
 	}
 	return v.Text()
@@ -82,7 +82,7 @@ func newSinkModel() *sinkModel {
 	return &sinkModel{rmt: cdcgen.NewReplacingMergeTree(), last: map[cdcgen.RowKey]uint64{}}
 }
 
-func rowKey(c *keyed.Change) cdcgen.RowKey {
+func rowKey(c *row.Change) cdcgen.RowKey {
 	k := cdcgen.RowKey{Parent: text(c.ParentKey[0])}
 	if c.ChildKey == nil {
 		k.Padded = true
@@ -92,7 +92,7 @@ func rowKey(c *keyed.Change) cdcgen.RowKey {
 	return k
 }
 
-func (m *sinkModel) emit(c *keyed.Change) error {
+func (m *sinkModel) emit(c *row.Change) error {
 	k := rowKey(c)
 	if last, ok := m.last[k]; ok && c.Version <= last && !m.crashed {
 		return fmt.Errorf("version regression for row %s: v%d after v%d", k, c.Version, last)
@@ -104,7 +104,7 @@ func (m *sinkModel) emit(c *keyed.Change) error {
 	for _, v := range c.Values {
 		m.vals = append(m.vals, text(v))
 	}
-	return m.rmt.Apply(k, c.Version, c.Op == keyed.Retract, append([]string(nil), m.vals...))
+	return m.rmt.Apply(k, c.Version, c.Op == row.Retract, append([]string(nil), m.vals...))
 }
 
 func oracle(t *testing.T, tables cdcgen.Tables, left bool) []cdcgen.JoinedRow {
@@ -120,7 +120,7 @@ func check(t *testing.T, seed int64, what string, want, got []cdcgen.JoinedRow) 
 
 func materialized(t *testing.T, e *engine.Engine) []cdcgen.JoinedRow {
 	var rows []cdcgen.JoinedRow
-	err := e.Final(func(pk, ck, vals []debezium.Value) error {
+	err := e.Final(func(pk, ck, vals []row.Value) error {
 		r := cdcgen.JoinedRow{Key: cdcgen.RowKey{Parent: text(pk[0])}}
 		if ck == nil {
 			r.Key.Padded = true

@@ -5,8 +5,9 @@ import (
 	"math/rand"
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // TestRowCacheMetamorphic runs the same random operations (puts, deletes,
@@ -37,7 +38,7 @@ func TestRowCacheMetamorphic(t *testing.T) {
 		for _, s := range stores {
 			txns = append(txns, s.Begin())
 		}
-		key := func() []byte { return AppendKey(nil, []debezium.Value{debezium.Int(int64(rng.Intn(50)))}) }
+		key := func() []byte { return row.AppendKey(nil, []row.Value{row.Int(int64(rng.Intn(50)))}) }
 		for i := 0; i < 5000; i++ {
 			k, k2 := key(), key()
 			op := rng.Intn(120)
@@ -46,11 +47,11 @@ func TestRowCacheMetamorphic(t *testing.T) {
 				var err error
 				switch {
 				case op < 30:
-					err = tx.PutParent(k, &ParentRecord{Version: uint64(i), Row: []debezium.Value{debezium.Int(int64(i))}})
+					err = tx.PutParent(k, &ParentRecord{Version: uint64(i), Row: []row.Value{row.Int(int64(i))}})
 				case op < 45:
 					err = tx.DeleteParent(k)
 				case op < 55:
-					err = tx.SetChildIndex(k, AppendIndexEntry(nil, k2, []debezium.Value{debezium.Int(int64(i))}))
+					err = tx.SetChildIndex(k, AppendIndexEntry(nil, k2, []row.Value{row.Int(int64(i))}))
 				case op < 60:
 					err = tx.DeleteChildIndex(k)
 				case op < 62:
@@ -74,7 +75,7 @@ func TestRowCacheMetamorphic(t *testing.T) {
 					ok, err2 := tx.Parent(k, &p)
 					err = err2
 					if ok {
-						got[j] = debezium.Int(int64(p.Version)).Text()
+						got[j] = row.Int(int64(p.Version)).Text()
 					}
 				case op < 100:
 					jk, _, ok, err2 := tx.ChildIndex(nil, k, nil)
@@ -122,7 +123,7 @@ func TestRowCacheCompleteness(t *testing.T) {
 	var g generations
 	key := func(prefix byte, gen uint64, id int64) []byte {
 		g[genSlot(prefix)] = gen
-		return append(g.header(nil, prefix), AppendKey(nil, []debezium.Value{debezium.Int(id)})...)
+		return append(g.header(nil, prefix), row.AppendKey(nil, []row.Value{row.Int(id)})...)
 	}
 	c := newRowCache(1 << 20)
 	c.mask = 0 // one slot: every key collides

@@ -8,28 +8,29 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
-func randValue(rng *rand.Rand) debezium.Value {
+func randValue(rng *rand.Rand) row.Value {
 	switch rng.Intn(6) {
 	case 0:
-		return debezium.Null()
+		return row.Null()
 	case 1:
-		return debezium.Int(rng.Int63() - math.MaxInt64/2)
+		return row.Int(rng.Int63() - math.MaxInt64/2)
 	case 2:
 		b := make([]byte, rng.Intn(6))
 		for i := range b {
 			b[i] = byte(rng.Intn(3)) // plenty of zero bytes
 		}
-		return debezium.String(string(b))
+		return row.String(string(b))
 	case 3:
-		return debezium.Float(rng.NormFloat64())
+		return row.Float(rng.NormFloat64())
 	case 4:
-		return debezium.Decimal("12.50")
+		return row.Decimal("12.50")
 	default:
-		return debezium.Timestamp(rng.Int63n(1 << 50))
+		return row.Timestamp(rng.Int63n(1 << 50))
 	}
 }
 
@@ -37,9 +38,9 @@ func randValue(rng *rand.Rand) debezium.Value {
 func TestKeyEncoding(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 2000; i++ {
-		vals := []debezium.Value{randValue(rng), randValue(rng)}
-		enc := AppendKey(nil, vals)
-		got, n, err := DecodeKey(nil, enc, 2)
+		vals := []row.Value{randValue(rng), randValue(rng)}
+		enc := row.AppendKey(nil, vals)
+		got, n, err := row.DecodeKey(nil, enc, 2)
 		if err != nil || n != len(enc) {
 			t.Fatalf("decode %v: n=%d err=%v", vals, n, err)
 		}
@@ -66,12 +67,12 @@ func TestKeyEncoding(t *testing.T) {
 	}
 	var encs [][]byte
 	for _, x := range ints {
-		encs = append(encs, AppendKey(nil, []debezium.Value{debezium.Int(x)}))
+		encs = append(encs, row.AppendKey(nil, []row.Value{row.Int(x)}))
 	}
 	check(encs)
 	encs = nil
 	for _, s := range strs {
-		encs = append(encs, AppendKey(nil, []debezium.Value{debezium.String(s)}))
+		encs = append(encs, row.AppendKey(nil, []row.Value{row.String(s)}))
 	}
 	check(encs)
 }
@@ -79,11 +80,11 @@ func TestKeyEncoding(t *testing.T) {
 func TestRowEncoding(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	for i := 0; i < 2000; i++ {
-		vals := make([]debezium.Value, rng.Intn(8))
+		vals := make([]row.Value, rng.Intn(8))
 		for j := range vals {
 			vals[j] = randValue(rng)
 		}
-		got, err := DecodeRow(nil, AppendRow(nil, vals))
+		got, err := row.DecodeRow(nil, row.AppendRow(nil, vals))
 		if err != nil || len(got) != len(vals) {
 			t.Fatalf("row %v: %v %v", vals, got, err)
 		}
@@ -97,14 +98,14 @@ func TestRowEncoding(t *testing.T) {
 
 // Corrupt bytes are errors wrapping ErrCorrupt, never panics.
 func FuzzDecode(f *testing.F) {
-	f.Add(AppendKey(nil, []debezium.Value{debezium.Int(1), debezium.String("a\x00b")}))
-	f.Add(AppendRow(nil, []debezium.Value{debezium.Int(1), debezium.String("x"), debezium.Float(1.5)}))
+	f.Add(row.AppendKey(nil, []row.Value{row.Int(1), row.String("a\x00b")}))
+	f.Add(row.AppendRow(nil, []row.Value{row.Int(1), row.String("x"), row.Float(1.5)}))
 	f.Add([]byte{0x06, 0, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, _, err := DecodeKey(nil, b, 3); err != nil && !errors.Is(err, ErrCorrupt) {
+		if _, _, err := row.DecodeKey(nil, b, 3); err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("key error does not wrap ErrCorrupt: %v", err)
 		}
-		if _, err := DecodeRow(nil, b); err != nil && !errors.Is(err, ErrCorrupt) {
+		if _, err := row.DecodeRow(nil, b); err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("row error does not wrap ErrCorrupt: %v", err)
 		}
 		if _, _, err := DecodeIndexEntry(b, nil); err != nil && !errors.Is(err, ErrCorrupt) {
@@ -120,11 +121,11 @@ func TestTxnAtomicWithPositions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jk := AppendKey(nil, []debezium.Value{debezium.Int(1)})
-	ck := AppendKey(nil, []debezium.Value{debezium.Int(2)})
+	jk := row.AppendKey(nil, []row.Value{row.Int(1)})
+	ck := row.AppendKey(nil, []row.Value{row.Int(2)})
 	tx := s.Begin()
-	must(t, tx.PutParent(jk, &ParentRecord{Version: 3, Row: []debezium.Value{debezium.Int(1), debezium.String("Egor")}}))
-	must(t, tx.PutChild(jk, ck, &ChildRecord{Version: 4, Row: []debezium.Value{debezium.Int(2)}}))
+	must(t, tx.PutParent(jk, &ParentRecord{Version: 3, Row: []row.Value{row.Int(1), row.String("Egor")}}))
+	must(t, tx.PutChild(jk, ck, &ChildRecord{Version: 4, Row: []row.Value{row.Int(2)}}))
 	must(t, tx.SetPosition("users", 0, 10))
 	// Reads see the Txn's own writes.
 	var p ParentRecord
@@ -182,16 +183,16 @@ func TestChildrenPrefixIsolation(t *testing.T) {
 	defer tx.Abort()
 	keys := []string{"a", "a\x00", "ab", "b"}
 	for i, k := range keys {
-		jk := AppendKey(nil, []debezium.Value{debezium.String(k)})
-		ck := AppendKey(nil, []debezium.Value{debezium.Int(int64(i))})
+		jk := row.AppendKey(nil, []row.Value{row.String(k)})
+		ck := row.AppendKey(nil, []row.Value{row.Int(int64(i))})
 		must(t, tx.PutChild(jk, ck, &ChildRecord{Version: 1}))
 	}
 	for i, k := range keys {
-		jk := AppendKey(nil, []debezium.Value{debezium.String(k)})
+		jk := row.AppendKey(nil, []row.Value{row.String(k)})
 		n := 0
 		must(t, tx.Children(jk, func(ck []byte, _ *ChildRecord) error {
 			n++
-			got, _, _ := DecodeKey(nil, ck, 1)
+			got, _, _ := row.DecodeKey(nil, ck, 1)
 			if got[0].Int != int64(i) {
 				t.Errorf("key %q got child %d", k, got[0].Int)
 			}
@@ -200,7 +201,7 @@ func TestChildrenPrefixIsolation(t *testing.T) {
 		if n != 1 {
 			t.Errorf("key %q: %d children", k, n)
 		}
-		has, err := tx.HasChildren(jk, AppendKey(nil, []debezium.Value{debezium.Int(int64(i))}))
+		has, err := tx.HasChildren(jk, row.AppendKey(nil, []row.Value{row.Int(int64(i))}))
 		if err != nil || has {
 			t.Errorf("HasChildren(%q, except its only child) = %v %v", k, has, err)
 		}

@@ -31,10 +31,11 @@ import (
 	"io"
 	"sync"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 const (
@@ -388,13 +389,13 @@ type ParentRecord struct {
 	// parent was last emitted (0 if never).
 	PadVersion uint64
 	// Row is the projected parent row.
-	Row []debezium.Value
+	Row []row.Value
 }
 
 // ChildRecord is a stored child row.
 type ChildRecord struct {
 	Version uint64
-	Row     []debezium.Value
+	Row     []row.Value
 }
 
 // Txn is a batch of state changes and input positions, committed atomically.
@@ -551,7 +552,7 @@ func decodeParent(v []byte, rec *ParentRecord) error {
 	}
 	rec.Version, rec.PadVersion = ver, pad
 	var err error
-	rec.Row, err = DecodeRow(rec.Row[:0], v[n+m:])
+	rec.Row, err = row.DecodeRow(rec.Row[:0], v[n+m:])
 	return err
 }
 
@@ -560,7 +561,7 @@ func (t *Txn) PutParent(joinKey []byte, rec *ParentRecord) error {
 	key := t.stateKey(prefixParent, joinKey, nil)
 	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
 	t.val = binary.AppendUvarint(t.val, rec.PadVersion)
-	t.val = AppendRow(t.val, rec.Row)
+	t.val = row.AppendRow(t.val, rec.Row)
 	return t.set(key, t.val)
 }
 
@@ -585,7 +586,7 @@ func decodeChild(v []byte, rec *ChildRecord) error {
 	}
 	rec.Version = ver
 	var err error
-	rec.Row, err = DecodeRow(rec.Row[:0], v[n:])
+	rec.Row, err = row.DecodeRow(rec.Row[:0], v[n:])
 	return err
 }
 
@@ -593,7 +594,7 @@ func decodeChild(v []byte, rec *ChildRecord) error {
 func (t *Txn) PutChild(joinKey, childKey []byte, rec *ChildRecord) error {
 	key := t.stateKey(prefixChild, joinKey, childKey)
 	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
-	t.val = AppendRow(t.val, rec.Row)
+	t.val = row.AppendRow(t.val, rec.Row)
 	if err := t.set(key, t.val); err != nil {
 		return err
 	}
@@ -822,36 +823,36 @@ func (t *Txn) clear(prefix byte) error {
 // child lives under and its projected row (complete, placeholders resolved),
 // so that a later update carrying TOAST placeholders can be completed even
 // when it moves the child to another join key.
-func AppendIndexEntry(dst, joinKey []byte, row []debezium.Value) []byte {
+func AppendIndexEntry(dst, joinKey []byte, vals []row.Value) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(joinKey)))
 	dst = append(dst, joinKey...)
-	return AppendRow(dst, row)
+	return row.AppendRow(dst, vals)
 }
 
 // DecodeIndexEntry splits an entry made by AppendIndexEntry; the row is
-// appended to row[:0] and joinKey aliases entry.
-func DecodeIndexEntry(entry []byte, row []debezium.Value) (joinKey []byte, _ []debezium.Value, err error) {
+// appended to vals[:0] and joinKey aliases entry.
+func DecodeIndexEntry(entry []byte, vals []row.Value) (joinKey []byte, _ []row.Value, err error) {
 	n, m := binary.Uvarint(entry)
 	if m <= 0 || uint64(len(entry)-m) < n {
-		return nil, row, fmt.Errorf("%w: child index entry", ErrCorrupt)
+		return nil, vals, fmt.Errorf("%w: child index entry", ErrCorrupt)
 	}
 	joinKey = entry[m : m+int(n)]
-	row, err = DecodeRow(row[:0], entry[m+int(n):])
-	return joinKey, row, err
+	vals, err = row.DecodeRow(vals[:0], entry[m+int(n):])
+	return joinKey, vals, err
 }
 
 // ChildIndex reads the index entry of childKey: the join key it lives under
-// (appended to jkDst) and its last row (appended to row[:0]).
-func (t *Txn) ChildIndex(jkDst, childKey []byte, row []debezium.Value) ([]byte, []debezium.Value, bool, error) {
+// (appended to jkDst) and its last row (appended to vals[:0]).
+func (t *Txn) ChildIndex(jkDst, childKey []byte, vals []row.Value) ([]byte, []row.Value, bool, error) {
 	v, ok, err := t.get(t.stateKey(prefixIndex, childKey, nil))
 	if !ok || err != nil {
-		return jkDst, row, false, err
+		return jkDst, vals, false, err
 	}
-	jk, row, err := DecodeIndexEntry(v, row)
+	jk, vals, err := DecodeIndexEntry(v, vals)
 	if err != nil {
-		return jkDst, row, false, err
+		return jkDst, vals, false, err
 	}
-	return append(jkDst, jk...), row, true, nil
+	return append(jkDst, jk...), vals, true, nil
 }
 
 // SetChildIndex stores childKey's index entry (see AppendIndexEntry).
@@ -865,18 +866,18 @@ func (t *Txn) DeleteChildIndex(childKey []byte) error {
 }
 
 // ParentIndex reads the parent index entry of parentKey (its last row,
-// appended to row[:0]). Only keying stages that resolve parents' TOAST
+// appended to vals[:0]). Only keying stages that resolve parents' TOAST
 // placeholders keep a parent index (see keyed.Keyer.ResolveParents).
-func (t *Txn) ParentIndex(parentKey []byte, row []debezium.Value) ([]debezium.Value, bool, error) {
+func (t *Txn) ParentIndex(parentKey []byte, vals []row.Value) ([]row.Value, bool, error) {
 	v, ok, err := t.get(t.stateKey(prefixPIndex, parentKey, nil))
 	if !ok || err != nil {
-		return row, false, err
+		return vals, false, err
 	}
-	row, err = DecodeRow(row[:0], v)
-	return row, err == nil, err
+	vals, err = row.DecodeRow(vals[:0], v)
+	return vals, err == nil, err
 }
 
-// SetParentIndex stores parentKey's entry (joinstate.AppendRow of its row).
+// SetParentIndex stores parentKey's entry (row.AppendRow of its row).
 func (t *Txn) SetParentIndex(parentKey, entry []byte) error {
 	return t.set(t.stateKey(prefixPIndex, parentKey, nil), entry)
 }
@@ -915,3 +916,7 @@ func (t *Txn) Meta(name string) ([]byte, error) {
 	}
 	return append([]byte(nil), v...), nil
 }
+
+// ErrCorrupt is returned (wrapped) when stored bytes cannot be decoded. It is
+// row.ErrCorrupt, the sentinel of the row and key encodings.
+var ErrCorrupt = row.ErrCorrupt

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/datadriven"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cockroachdb/datadriven"
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // The golden tests drive the keyer and the join with decoded events:
@@ -52,20 +54,20 @@ func (h *ddHarness) close() {
 	}
 }
 
-func parseValue(s string) debezium.Value {
+func parseValue(s string) row.Value {
 	switch s {
 	case "null":
-		return debezium.Null()
+		return row.Null()
 	case "toast":
-		return debezium.Unavailable()
+		return row.Unavailable()
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return debezium.Int(n)
+		return row.Int(n)
 	}
-	return debezium.String(s)
+	return row.String(s)
 }
 
-func fmtValues(vals []debezium.Value) string {
+func fmtValues(vals []row.Value) string {
 	parts := make([]string, len(vals))
 	for i, v := range vals {
 		if v.IsNull() {
@@ -77,7 +79,7 @@ func fmtValues(vals []debezium.Value) string {
 	return strings.Join(parts, ",")
 }
 
-func fmtChange(c *keyed.Change) string {
+func fmtChange(c *row.Change) string {
 	ck := "NULL"
 	if c.ChildKey != nil {
 		ck = fmtValues(c.ChildKey)
@@ -118,7 +120,7 @@ func TestGolden(t *testing.T) {
 				return h.event(t, d)
 			case "table":
 				var b strings.Builder
-				err := engine.Materialize(h.store, h.spec, func(_, _ []debezium.Value, vals []debezium.Value) error {
+				err := engine.Materialize(h.store, h.spec, func(_, _ []row.Value, vals []row.Value) error {
 					fmt.Fprintf(&b, "%s\n", fmtValues(vals))
 					return nil
 				})
@@ -137,23 +139,23 @@ func TestGolden(t *testing.T) {
 }
 
 func (h *ddHarness) event(t *testing.T, d *datadriven.TestData) string {
-	side := config.Parent
+	side := row.Parent
 	if d.Cmd == "child" {
-		side = config.Child
+		side = row.Child
 	}
 	ev := debezium.Event{}
 	if d.Cmd == "truncate" {
 		var s string
 		d.ScanArgs(t, "side", &s)
-		side = config.Parent
+		side = row.Parent
 		if s == "child" {
-			side = config.Child
+			side = row.Child
 		}
 		ev.Op = debezium.OpTruncate
 	} else {
 		cols := h.spec.Columns(side)
-		after := make([]debezium.Value, len(cols))
-		before := make([]debezium.Value, len(cols))
+		after := make([]row.Value, len(cols))
+		before := make([]row.Value, len(cols))
 		hasBefore := false
 		for _, a := range d.CmdArgs {
 			if a.Key == "op" {
@@ -191,7 +193,7 @@ func (h *ddHarness) event(t *testing.T, d *datadriven.TestData) string {
 	var b strings.Builder
 	err := h.keyer.Key(txn, side, &ev, func(in *keyed.Input) error {
 		h.version++
-		return h.join.Apply(txn, in, h.version, func(c *keyed.Change) error {
+		return h.join.Apply(txn, in, h.version, func(c *row.Change) error {
 			fmt.Fprintln(&b, fmtChange(c))
 			return nil
 		})

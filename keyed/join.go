@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // InputKind is the kind of a keyed input.
@@ -41,15 +41,15 @@ func (k InputKind) String() string {
 type Input struct {
 	Kind InputKind
 	// Side is the table the input concerns (set for every kind).
-	Side config.Side
-	// JoinKey is the encoded join key tuple (joinstate.AppendKey); unset for
+	Side row.Side
+	// JoinKey is the encoded join key tuple (row.AppendKey); unset for
 	// Truncate.
 	JoinKey []byte
 	// ChildKey is the encoded child primary key (child inputs only).
 	ChildKey []byte
 	// Row is the projected row for upserts; it may hold KindUnavailable
 	// placeholders, which keep the stored value.
-	Row []debezium.Value
+	Row []row.Value
 	// Absent (child upserts) says the child is known not to be stored under
 	// JoinKey, so the join skips looking it up. The Keyer sets it from its
 	// child index; it is only valid where keyer and join share one state
@@ -59,7 +59,7 @@ type Input struct {
 
 // Emit receives one change. The Change and its slices are reused after Emit
 // returns (see Change's ownership rules). An error aborts Apply.
-type Emit func(*Change) error
+type Emit func(*row.Change) error
 
 // Stats counts what a Join did; the caller reads and resets it.
 type Stats struct {
@@ -80,9 +80,9 @@ type Join struct {
 
 	parent, oldParent joinstate.ParentRecord
 	child, oldChild   joinstate.ChildRecord
-	change            Change
-	pkey, ckey        []debezium.Value
-	vals, prev        []debezium.Value
+	change            row.Change
+	pkey, ckey        []row.Value
+	vals, prev        []row.Value
 	fan               uint64
 }
 
@@ -106,7 +106,7 @@ func (j *Join) Apply(t *joinstate.Txn, in *Input, version uint64, emit Emit) err
 	case ChildDelete:
 		err = j.childDelete(t, in.JoinKey, in.ChildKey, version, emit)
 	case Truncate:
-		if in.Side == config.Parent {
+		if in.Side == row.Parent {
 			err = j.truncateParents(t, version, emit)
 		} else {
 			err = j.truncateChildren(t, version, emit)
@@ -123,13 +123,13 @@ func (j *Join) Apply(t *joinstate.Txn, in *Input, version uint64, emit Emit) err
 	return err
 }
 
-// merge copies row into dst, keeping old values where row has TOAST
+// merge copies vals into dst, keeping old values where vals has TOAST
 // placeholders, and reports whether the result differs from old.
-func (j *Join) merge(dst, row, old []debezium.Value, hasOld bool) ([]debezium.Value, bool) {
+func (j *Join) merge(dst, vals, old []row.Value, hasOld bool) ([]row.Value, bool) {
 	dst = dst[:0]
 	changed := !hasOld
-	for i, v := range row {
-		if v.Kind == debezium.KindUnavailable {
+	for i, v := range vals {
+		if v.Kind == row.KindUnavailable {
 			if hasOld {
 				v = old[i]
 			} else {
@@ -144,22 +144,22 @@ func (j *Join) merge(dst, row, old []debezium.Value, hasOld bool) ([]debezium.Va
 	return dst, changed
 }
 
-func (j *Join) emit(emit Emit, op ChangeOp, version uint64, joinKey, childKey []byte, vals, prev []debezium.Value, prevVersion uint64) error {
+func (j *Join) emit(emit Emit, op row.ChangeOp, version uint64, joinKey, childKey []byte, vals, prev []row.Value, prevVersion uint64) error {
 	var err error
-	j.pkey, _, err = joinstate.DecodeKey(j.pkey[:0], joinKey, len(j.spec.ParentKey))
+	j.pkey, _, err = row.DecodeKey(j.pkey[:0], joinKey, len(j.spec.ParentKey))
 	if err != nil {
 		return err
 	}
 	c := &j.change
-	*c = Change{Op: op, Version: version, ParentKey: j.pkey, Values: vals, Prev: prev, PrevVersion: prevVersion}
+	*c = row.Change{Op: op, Version: version, ParentKey: j.pkey, Values: vals, Prev: prev, PrevVersion: prevVersion}
 	if childKey != nil {
-		j.ckey, _, err = joinstate.DecodeKey(j.ckey[:0], childKey, len(j.spec.ChildKey))
+		j.ckey, _, err = row.DecodeKey(j.ckey[:0], childKey, len(j.spec.ChildKey))
 		if err != nil {
 			return err
 		}
 		c.ChildKey = j.ckey
 	}
-	if op == Upsert {
+	if op == row.Upsert {
 		j.Stats.Upserts++
 	} else {
 		j.Stats.Retractions++
@@ -187,27 +187,27 @@ func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Em
 	err = t.Children(in.JoinKey, func(ck []byte, c *joinstate.ChildRecord) error {
 		any = true
 		j.vals = j.spec.Output(j.vals, j.parent.Row, c.Row)
-		var prev []debezium.Value
+		var prev []row.Value
 		var prevVer uint64
 		if had {
 			j.prev = j.spec.Output(j.prev, j.oldParent.Row, c.Row)
 			prev, prevVer = j.prev, max(j.oldParent.Version, c.Version)
 		}
-		return j.emit(emit, Upsert, version, in.JoinKey, ck, j.vals, prev, prevVer)
+		return j.emit(emit, row.Upsert, version, in.JoinKey, ck, j.vals, prev, prevVer)
 	})
 	if err != nil {
 		return err
 	}
 	if !any && j.spec.Join == config.Left {
 		j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
-		var prev []debezium.Value
+		var prev []row.Value
 		var prevVer uint64
 		if had {
 			j.prev = j.spec.Output(j.prev, j.oldParent.Row, nil)
 			prev, prevVer = j.prev, j.oldParent.PadVersion
 		}
 		j.parent.PadVersion = version
-		if err := j.emit(emit, Upsert, version, in.JoinKey, nil, j.vals, prev, prevVer); err != nil {
+		if err := j.emit(emit, row.Upsert, version, in.JoinKey, nil, j.vals, prev, prevVer); err != nil {
 			return err
 		}
 	}
@@ -233,7 +233,7 @@ func (j *Join) retractParentRows(t *joinstate.Txn, joinKey []byte, p *joinstate.
 		return err
 	}
 	j.vals = j.spec.Output(j.vals, p.Row, nil)
-	return j.emit(emit, Retract, version, joinKey, nil, j.vals, nil, p.PadVersion)
+	return j.emit(emit, row.Retract, version, joinKey, nil, j.vals, nil, p.PadVersion)
 }
 
 // retractChildren retracts the rows joining parent p with each child
@@ -243,7 +243,7 @@ func (j *Join) retractChildren(joinKey []byte, p *joinstate.ParentRecord, childr
 	err := children(func(ck []byte, c *joinstate.ChildRecord) error {
 		any = true
 		j.vals = j.spec.Output(j.vals, p.Row, c.Row)
-		return j.emit(emit, Retract, version, joinKey, ck, j.vals, nil, max(p.Version, c.Version))
+		return j.emit(emit, row.Retract, version, joinKey, ck, j.vals, nil, max(p.Version, c.Version))
 	})
 	return any, err
 }
@@ -274,19 +274,19 @@ func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emi
 			}
 			if !others {
 				j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
-				if err := j.emit(emit, Retract, version, in.JoinKey, nil, j.vals, nil, j.parent.PadVersion); err != nil {
+				if err := j.emit(emit, row.Retract, version, in.JoinKey, nil, j.vals, nil, j.parent.PadVersion); err != nil {
 					return err
 				}
 			}
 		}
 		j.vals = j.spec.Output(j.vals, j.parent.Row, j.child.Row)
-		var prev []debezium.Value
+		var prev []row.Value
 		var prevVer uint64
 		if had {
 			j.prev = j.spec.Output(j.prev, j.parent.Row, j.oldChild.Row)
 			prev, prevVer = j.prev, max(j.parent.Version, j.oldChild.Version)
 		}
-		if err := j.emit(emit, Upsert, version, in.JoinKey, in.ChildKey, j.vals, prev, prevVer); err != nil {
+		if err := j.emit(emit, row.Upsert, version, in.JoinKey, in.ChildKey, j.vals, prev, prevVer); err != nil {
 			return err
 		}
 	}
@@ -306,7 +306,7 @@ func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version u
 		return err
 	}
 	j.vals = j.spec.Output(j.vals, j.parent.Row, j.oldChild.Row)
-	if err := j.emit(emit, Retract, version, joinKey, childKey, j.vals, nil, max(j.parent.Version, j.oldChild.Version)); err != nil {
+	if err := j.emit(emit, row.Retract, version, joinKey, childKey, j.vals, nil, max(j.parent.Version, j.oldChild.Version)); err != nil {
 		return err
 	}
 	if j.spec.Join != config.Left {
@@ -317,7 +317,7 @@ func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version u
 		return err
 	}
 	j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
-	if err := j.emit(emit, Upsert, version, joinKey, nil, j.vals, nil, 0); err != nil {
+	if err := j.emit(emit, row.Upsert, version, joinKey, nil, j.vals, nil, 0); err != nil {
 		return err
 	}
 	j.parent.PadVersion = version
@@ -332,7 +332,7 @@ func (j *Join) truncateParents(t *joinstate.Txn, version uint64, emit Emit) erro
 			return err
 		}
 		j.vals = j.spec.Output(j.vals, p.Row, nil)
-		return j.emit(emit, Retract, version, jk, nil, j.vals, nil, p.PadVersion)
+		return j.emit(emit, row.Retract, version, jk, nil, j.vals, nil, p.PadVersion)
 	})
 	if err != nil {
 		return err
@@ -350,7 +350,7 @@ func (j *Join) truncateChildren(t *joinstate.Txn, version uint64, emit Emit) err
 			return err
 		}
 		j.vals = j.spec.Output(j.vals, p.Row, nil)
-		if err := j.emit(emit, Upsert, version, jk, nil, j.vals, nil, 0); err != nil {
+		if err := j.emit(emit, row.Upsert, version, jk, nil, j.vals, nil, 0); err != nil {
 			return err
 		}
 		p.PadVersion = version

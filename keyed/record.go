@@ -3,8 +3,7 @@ package keyed
 import (
 	"fmt"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Keyed-topic record format (the internal, compacted "<name>.keyed" topic).
@@ -12,7 +11,7 @@ import (
 //	key:   'P' joinKey            parent row
 //	       'C' joinKey childKey   child row
 //	       'T' side               truncate of side ('P' or 'C')
-//	value: 0x01 row (joinstate.AppendRow) for upserts; nil (a tombstone) for
+//	value: 0x01 row (row.AppendRow) for upserts; nil (a tombstone) for
 //	       deletes; 0x01 for truncates.
 //
 // The key is unique per live source row, so log compaction keeps exactly the
@@ -42,7 +41,7 @@ func AppendRecordKey(dst []byte, in *Input) []byte {
 func AppendRecordValue(dst []byte, in *Input) []byte {
 	switch in.Kind {
 	case ParentUpsert, ChildUpsert:
-		return joinstate.AppendRow(append(dst, valueV1), in.Row)
+		return row.AppendRow(append(dst, valueV1), in.Row)
 	case Truncate:
 		return append(dst, valueV1)
 	}
@@ -64,22 +63,22 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 		in.Kind = Truncate
 		switch key[1] {
 		case 'P':
-			in.Side = config.Parent
+			in.Side = row.Parent
 		case 'C':
-			in.Side = config.Child
+			in.Side = row.Child
 		default:
 			return fmt.Errorf("cdcjoin: keyed record: bad truncate side %q", key[1])
 		}
 		return nil
 	case recParent:
-		in.Side, in.JoinKey = config.Parent, key[1:]
+		in.Side, in.JoinKey = row.Parent, key[1:]
 		in.Kind = ParentDelete
 		if value != nil {
 			in.Kind = ParentUpsert
 		}
 	case recChild:
-		in.Side = config.Child
-		_, n, err := joinstate.DecodeKey(nil, key[1:], len(s.ParentKey))
+		in.Side = row.Child
+		_, n, err := row.DecodeKey(nil, key[1:], len(s.ParentKey))
 		if err != nil {
 			return fmt.Errorf("cdcjoin: keyed record: %w", err)
 		}
@@ -93,12 +92,12 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 	}
 	if value != nil {
 		var err error
-		in.Row, err = joinstate.DecodeRow(in.Row, value[1:])
+		in.Row, err = row.DecodeRow(in.Row, value[1:])
 		if err != nil {
 			return fmt.Errorf("cdcjoin: keyed record: %w", err)
 		}
 		want := len(s.ParentColumns)
-		if in.Side == config.Child {
+		if in.Side == row.Child {
 			want = len(s.ChildColumns)
 		}
 		if len(in.Row) != want {
@@ -120,8 +119,8 @@ func Partition(joinKey []byte, n int32) int32 {
 	return int32(h % uint64(n))
 }
 
-func sideByte(s config.Side) byte {
-	if s == config.Parent {
+func sideByte(s row.Side) byte {
+	if s == row.Parent {
 		return 'P'
 	}
 	return 'C'

@@ -13,7 +13,7 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Spec is the compiled shape of a join: projections and where each output
@@ -37,7 +37,7 @@ type Spec struct {
 
 // OutColumn locates one output column.
 type OutColumn struct {
-	Side  config.Side
+	Side  row.Side
 	Index int
 }
 
@@ -53,10 +53,10 @@ func NewSpec(c *config.Config) *Spec {
 	s.ChildKey = positions(s.ChildColumns, c.Child.Key)
 	s.ChildFK = positions(s.ChildColumns, c.Child.ParentKey)
 	for _, it := range c.Select {
-		if it.Side == config.Parent {
-			s.Out = append(s.Out, OutColumn{config.Parent, indexOf(s.ParentColumns, it.Column)})
+		if it.Side == row.Parent {
+			s.Out = append(s.Out, OutColumn{row.Parent, indexOf(s.ParentColumns, it.Column)})
 		} else {
-			s.Out = append(s.Out, OutColumn{config.Child, indexOf(s.ChildColumns, it.Column)})
+			s.Out = append(s.Out, OutColumn{row.Child, indexOf(s.ChildColumns, it.Column)})
 		}
 	}
 	return s
@@ -80,8 +80,8 @@ func indexOf(cols []string, name string) int {
 }
 
 // Columns returns the projection of side.
-func (s *Spec) Columns(side config.Side) []string {
-	if side == config.Parent {
+func (s *Spec) Columns(side row.Side) []string {
+	if side == row.Parent {
 		return s.ParentColumns
 	}
 	return s.ChildColumns
@@ -89,17 +89,17 @@ func (s *Spec) Columns(side config.Side) []string {
 
 // Output fills dst with the select-list values of a joined row. child may be
 // nil (LEFT join padding). Unresolved TOAST placeholders render as NULL.
-func (s *Spec) Output(dst, parent, child []debezium.Value) []debezium.Value {
+func (s *Spec) Output(dst, parent, child []row.Value) []row.Value {
 	dst = dst[:0]
 	for _, o := range s.Out {
-		var v debezium.Value
-		if o.Side == config.Parent {
+		var v row.Value
+		if o.Side == row.Parent {
 			v = parent[o.Index]
 		} else if child != nil {
 			v = child[o.Index]
 		}
-		if v.Kind == debezium.KindUnavailable {
-			v = debezium.Value{}
+		if v.Kind == row.KindUnavailable {
+			v = row.Value{}
 		}
 		dst = append(dst, v)
 	}
@@ -107,9 +107,9 @@ func (s *Spec) Output(dst, parent, child []debezium.Value) []debezium.Value {
 }
 
 // pick appends row's values at idx to dst.
-func pick(dst, row []debezium.Value, idx []int) []debezium.Value {
+func pick(dst, vals []row.Value, idx []int) []row.Value {
 	for _, i := range idx {
-		dst = append(dst, row[i])
+		dst = append(dst, vals[i])
 	}
 	return dst
 }

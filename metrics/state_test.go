@@ -3,11 +3,12 @@ package metrics_test
 import (
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 func TestStateCollector(t *testing.T) {
@@ -15,9 +16,9 @@ func TestStateCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jk := joinstate.AppendKey(nil, []debezium.Value{debezium.Int(1)})
+	jk := row.AppendKey(nil, []row.Value{row.Int(1)})
 	tx := st.Begin()
-	row := []debezium.Value{debezium.String("x")}
+	row := []row.Value{row.String("x")}
 	if err := tx.PutParent(jk, &joinstate.ParentRecord{Version: 1, Row: row}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
 
@@ -20,14 +20,14 @@ func withClickHouseAddr(cfg *config.Config, addr string) (*config.Config, error)
 // clickhouseEmitter returns an emit/flush/close triple writing changes to
 // ClickHouse. The sink is opened at the first change, so that the table can
 // be typed from the Debezium schemas seen by then (types()).
-func clickhouseEmitter(ctx context.Context, cfg *config.Config, addr string, types func() []debezium.ColumnType) (keyed.Emit, func(context.Context) error, func() error, error) {
+func clickhouseEmitter(ctx context.Context, cfg *config.Config, addr string, types func() []row.ColumnType) (keyed.Emit, func(context.Context) error, func() error, error) {
 	cfg, err := withClickHouseAddr(cfg, addr)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var s *clickhouse.Sink
-	var one [1]keyed.Change
-	emit := func(c *keyed.Change) error {
+	var one [1]row.Change
+	emit := func(c *row.Change) error {
 		if s == nil {
 			var err error
 			s, err = clickhouse.Open(ctx, cfg, clickhouse.Options{Types: types()})

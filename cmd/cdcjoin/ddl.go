@@ -12,6 +12,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
 
@@ -48,7 +49,7 @@ schema of each topic are used), else from defaults (Nullable(String)).`)
 		if err != nil {
 			return err
 		}
-		var types []debezium.ColumnType
+		var types []row.ColumnType
 		if *sample != "" {
 			if types, err = sampleTypes(cfg, *sample); err != nil {
 				return err
@@ -81,7 +82,7 @@ func parseServer(s string) (clickhouse.Server, error) {
 
 // sampleTypes decodes records of path until both sides' schemas were seen
 // (or the file ends) and returns the select list's column types.
-func sampleTypes(cfg *config.Config, path string) ([]debezium.ColumnType, error) {
+func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: %w", err)
@@ -92,8 +93,8 @@ func sampleTypes(cfg *config.Config, path string) ([]debezium.ColumnType, error)
 		cfg.Parent.Topic: debezium.NewDecoder(spec.ParentColumns, debezium.Options{}),
 		cfg.Child.Topic:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{}),
 	}
-	side := map[string]config.Side{cfg.Parent.Topic: config.Parent, cfg.Child.Topic: config.Child}
-	seen := map[config.Side][]debezium.ColumnType{}
+	side := map[string]row.Side{cfg.Parent.Topic: row.Parent, cfg.Child.Topic: row.Child}
+	seen := map[row.Side][]row.ColumnType{}
 	var ev debezium.Event
 	errDone := fmt.Errorf("done")
 	err = engine.ReadJSONL(f, path, func(r *engine.Record) error {
@@ -104,7 +105,7 @@ func sampleTypes(cfg *config.Config, path string) ([]debezium.ColumnType, error)
 		if ok, err := d.Decode(r.Key, r.Value, &ev); err != nil || !ok || ev.Types == nil {
 			return nil // a sample: skip what does not help
 		}
-		seen[side[r.Topic]] = append([]debezium.ColumnType(nil), ev.Types...)
+		seen[side[r.Topic]] = append([]row.ColumnType(nil), ev.Types...)
 		if len(seen) == 2 {
 			return errDone
 		}
@@ -113,7 +114,7 @@ func sampleTypes(cfg *config.Config, path string) ([]debezium.ColumnType, error)
 	if err != nil && err != errDone {
 		return nil, err
 	}
-	out := make([]debezium.ColumnType, len(spec.Out))
+	out := make([]row.ColumnType, len(spec.Out))
 	for i, o := range spec.Out {
 		if ts := seen[o.Side]; o.Index < len(ts) {
 			out[i] = ts[o.Index]

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 func replayCommand() command {
@@ -116,7 +116,7 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		}
 		closers = append(closers, closeFn)
 		var buf []byte
-		emitters = append(emitters, func(c *keyed.Change) error {
+		emitters = append(emitters, func(c *row.Change) error {
 			buf = c.AppendJSON(buf[:0], names)
 			buf = append(buf, '\n')
 			_, err := w.Write(buf)
@@ -126,7 +126,7 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 	}
 	var eng *engine.Engine
 	if a.clickhouse != "" {
-		emit, flush, closeFn, err := clickhouseEmitter(ctx, cfg, a.clickhouse, func() []debezium.ColumnType { return eng.OutputTypes() })
+		emit, flush, closeFn, err := clickhouseEmitter(ctx, cfg, a.clickhouse, func() []row.ColumnType { return eng.OutputTypes() })
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 	case 1:
 		opts.Emit = emitters[0]
 	default:
-		opts.Emit = func(c *keyed.Change) error {
+		opts.Emit = func(c *row.Change) error {
 			for _, e := range emitters {
 				if err := e(c); err != nil {
 					return err
@@ -241,8 +241,8 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 			return err
 		}
 		var buf []byte
-		err = eng.Final(func(_, _ []debezium.Value, vals []debezium.Value) error {
-			buf = keyed.AppendJSONObject(buf[:0], names, vals)
+		err = eng.Final(func(_, _ []row.Value, vals []row.Value) error {
+			buf = row.AppendJSONObject(buf[:0], names, vals)
 			buf = append(buf, '\n')
 			_, err := w.Write(buf)
 			return err
@@ -273,16 +273,16 @@ func startCPUProfile(path string) (func(), error) {
 func appendBadRecord(dst []byte, b engine.BadRecord) []byte {
 	r := b.Record
 	dst = append(dst, `{"topic":`...)
-	dst = debezium.AppendJSONString(dst, r.Topic)
+	dst = row.AppendJSONString(dst, r.Topic)
 	dst = append(dst, `,"partition":`...)
 	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
 	dst = append(dst, `,"offset":`...)
 	dst = strconv.AppendInt(dst, r.Offset, 10)
 	dst = append(dst, `,"error":`...)
-	dst = debezium.AppendJSONString(dst, b.Err.Error())
+	dst = row.AppendJSONString(dst, b.Err.Error())
 	dst = append(dst, `,"key":`...)
-	dst = debezium.AppendJSONString(dst, string(r.Key))
+	dst = row.AppendJSONString(dst, string(r.Key))
 	dst = append(dst, `,"value":`...)
-	dst = debezium.AppendJSONString(dst, string(r.Value))
+	dst = row.AppendJSONString(dst, string(r.Value))
 	return append(dst, "}\n"...)
 }

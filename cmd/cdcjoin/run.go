@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
 	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/cdcjoin/cdcjoin/runtime"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 	"github.com/cdcjoin/cdcjoin/sink/jsonl"
@@ -61,7 +61,7 @@ and /readyz are served on kafka.metrics_addr.`)
 			// Type the table from the Debezium schemas, when the topics have
 			// schema'd records (best effort: without them, from the values).
 			sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			types, err := runtime.SampleTypes(sctx, cfg, 10000)
+			types, err := kafkarun.SampleTypes(sctx, cfg, 10000)
 			cancel()
 			if err != nil {
 				log.Warn("could not sample column types from the source topics; the table (if created) is typed from values", "err", err)
@@ -82,7 +82,7 @@ and /readyz are served on kafka.metrics_addr.`)
 		}
 		defer s.Close()
 		log.Info("cdcjoin starting", "version", version, "config", *cfgPath, "brokers", strings.Join(cfg.Kafka.Brokers, ","))
-		err = runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log, Ready: &metrics.Readiness{}})
+		err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log, Ready: &metrics.Readiness{}})
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Server is the ClickHouse server version the DDL and the inserts are
@@ -61,7 +61,7 @@ const (
 // older servers; time of day → Int64 microseconds since midnight. Optional
 // columns, and every child column of a LEFT join (padded rows), are
 // Nullable. Types inferred from values (schemaless input) are all Nullable.
-func ColumnTypes(cfg *config.Config, types []debezium.ColumnType, sample []debezium.Value, srv Server) []string {
+func ColumnTypes(cfg *config.Config, types []row.ColumnType, sample []row.Value, srv Server) []string {
 	out := make([]string, len(cfg.Select))
 	for i, s := range cfg.Select {
 		if cfg.ClickHouse != nil {
@@ -70,16 +70,16 @@ func ColumnTypes(cfg *config.Config, types []debezium.ColumnType, sample []debez
 				continue
 			}
 		}
-		forceNull := cfg.Join == config.Left && s.Side == config.Child
+		forceNull := cfg.Join == config.Left && s.Side == row.Child
 		switch {
-		case i < len(types) && (types[i].Connect != "" || types[i].Kind != debezium.KindNull):
+		case i < len(types) && (types[i].Connect != "" || types[i].Kind != row.KindNull):
 			t := typeFor(types[i], srv)
 			if types[i].Optional || forceNull {
 				t = "Nullable(" + t + ")"
 			}
 			out[i] = t
-		case i < len(sample) && sample[i].Kind != debezium.KindNull:
-			out[i] = "Nullable(" + typeFor(debezium.ColumnType{Kind: sample[i].Kind, Scale: -1}, srv) + ")"
+		case i < len(sample) && sample[i].Kind != row.KindNull:
+			out[i] = "Nullable(" + typeFor(row.ColumnType{Kind: sample[i].Kind, Scale: -1}, srv) + ")"
 		default:
 			out[i] = "Nullable(String)"
 		}
@@ -87,9 +87,9 @@ func ColumnTypes(cfg *config.Config, types []debezium.ColumnType, sample []debez
 	return out
 }
 
-func typeFor(ct debezium.ColumnType, srv Server) string {
+func typeFor(ct row.ColumnType, srv Server) string {
 	switch ct.Kind {
-	case debezium.KindInt:
+	case row.KindInt:
 		switch ct.Connect {
 		case "int8":
 			return "Int8"
@@ -99,19 +99,19 @@ func typeFor(ct debezium.ColumnType, srv Server) string {
 			return "Int32"
 		}
 		return "Int64"
-	case debezium.KindFloat:
+	case row.KindFloat:
 		if ct.Connect == "float32" {
 			return "Float32"
 		}
 		return "Float64"
-	case debezium.KindBool:
+	case row.KindBool:
 		return "UInt8"
-	case debezium.KindString:
+	case row.KindString:
 		if ct.Logical == "io.debezium.data.Uuid" {
 			return "UUID"
 		}
 		return "String"
-	case debezium.KindDecimal:
+	case row.KindDecimal:
 		p := ct.Precision
 		if p == 0 {
 			p = 38
@@ -120,14 +120,14 @@ func typeFor(ct debezium.ColumnType, srv Server) string {
 			return "String"
 		}
 		return fmt.Sprintf("Decimal(%d, %d)", p, ct.Scale)
-	case debezium.KindDate:
+	case row.KindDate:
 		return "Date"
-	case debezium.KindTimestamp:
+	case row.KindTimestamp:
 		if srv.HasDateTime64() {
 			return "DateTime64(6, 'UTC')"
 		}
 		return "Int64"
-	case debezium.KindTime:
+	case row.KindTime:
 		return "Int64"
 	}
 	return "String"
@@ -149,7 +149,7 @@ func ViewName(ch *config.ClickHouse) string { return ch.Table + "_current" }
 // upsert mode) the <table>_current view for cfg, with column types from
 // ColumnTypes(cfg, types, nil, srv). The statements use IF NOT EXISTS; run
 // them in order. cfg.ClickHouse must be set.
-func DDL(cfg *config.Config, types []debezium.ColumnType, srv Server) ([]string, error) {
+func DDL(cfg *config.Config, types []row.ColumnType, srv Server) ([]string, error) {
 	if cfg.ClickHouse == nil {
 		return nil, fmt.Errorf("cdcjoin: clickhouse: the configuration has no clickhouse section")
 	}

@@ -1,5 +1,5 @@
 // Package clickhouse is the ClickHouse sink: it writes the join's changes
-// (keyed.Change) into one table over the native protocol (clickhouse-go/v2).
+// (row.Change) into one table over the native protocol (clickhouse-go/v2).
 //
 // # Table
 //
@@ -9,7 +9,7 @@
 //     appendKey): values separated by ',', strings quoted. _ck is ” for a LEFT
 //     join's padded row; a real child key never encodes to ” (an empty-string
 //     key is ”). ORDER BY (_pk, _ck) therefore works whatever is selected.
-//   - _version UInt64: keyed.Change.Version.
+//   - _version UInt64: row.Change.Version.
 //   - upsert mode: _deleted UInt8; ENGINE ReplacingMergeTree(_version), or
 //     ReplacingMergeTree(_version, _deleted) on 23.2+; and a view
 //     <table>_current = SELECT <select list> FROM <table> FINAL WHERE

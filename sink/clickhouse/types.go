@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // base is a ClickHouse column type the sink can write, without Nullable.
@@ -90,7 +90,7 @@ func unwrap(s, fn string) (string, bool) {
 // to the Go type the driver appends for the column's ClickHouse type.
 type column interface {
 	// put writes v at row i (i == len: append). On error nothing changed.
-	put(i int, v debezium.Value) error
+	put(i int, v row.Value) error
 	// data returns the slice for driver.BatchColumn.Append; valid until reset.
 	data() any
 	reset()
@@ -100,15 +100,15 @@ type typed[T any] struct {
 	vals     []T
 	nulls    []bool
 	nullable bool
-	conv     func(debezium.Value) (T, error)
+	conv     func(row.Value) (T, error)
 	ptrs     []*T
 }
 
 var errNull = fmt.Errorf("NULL in a non-Nullable column")
 
-func (c *typed[T]) put(i int, v debezium.Value) error {
+func (c *typed[T]) put(i int, v row.Value) error {
 	var x T
-	null := v.Kind == debezium.KindNull
+	null := v.Kind == row.KindNull
 	if null {
 		if !c.nullable {
 			return errNull
@@ -158,7 +158,7 @@ func (c *typed[T]) reset() {
 	c.ptrs = c.ptrs[:0]
 }
 
-func newTyped[T any](nullable bool, conv func(debezium.Value) (T, error)) column {
+func newTyped[T any](nullable bool, conv func(row.Value) (T, error)) column {
 	return &typed[T]{nullable: nullable, conv: conv}
 }
 
@@ -197,21 +197,21 @@ func newColumn(t colType) column {
 	}
 }
 
-func kindErr(v debezium.Value) error {
+func kindErr(v row.Value) error {
 	return fmt.Errorf("cannot store a %s value", v.Kind)
 }
 
 // intConv converts integers (and bools, dates as days, timestamps and times
 // as microseconds) with a range check.
-func intConv[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](lo, hi int64) func(debezium.Value) (T, error) {
-	return func(v debezium.Value) (T, error) {
+func intConv[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](lo, hi int64) func(row.Value) (T, error) {
+	return func(v row.Value) (T, error) {
 		switch v.Kind {
-		case debezium.KindInt, debezium.KindBool, debezium.KindDate, debezium.KindTimestamp, debezium.KindTime:
+		case row.KindInt, row.KindBool, row.KindDate, row.KindTimestamp, row.KindTime:
 			if v.Int < lo || v.Int > hi {
 				return 0, fmt.Errorf("%d is out of range", v.Int)
 			}
 			return T(v.Int), nil
-		case debezium.KindDecimal, debezium.KindString:
+		case row.KindDecimal, row.KindString:
 			n, err := strconv.ParseInt(v.Str, 10, 64)
 			if err != nil || n < lo || n > hi {
 				return 0, fmt.Errorf("%q is not an integer in range", v.Str)
@@ -222,13 +222,13 @@ func intConv[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](
 	}
 }
 
-func floatConv[T float32 | float64](v debezium.Value) (T, error) {
+func floatConv[T float32 | float64](v row.Value) (T, error) {
 	switch v.Kind {
-	case debezium.KindFloat:
+	case row.KindFloat:
 		return T(v.Float), nil
-	case debezium.KindInt:
+	case row.KindInt:
 		return T(v.Int), nil
-	case debezium.KindDecimal:
+	case row.KindDecimal:
 		f, err := strconv.ParseFloat(v.Str, 64)
 		if err != nil {
 			return 0, fmt.Errorf("%q is not a number", v.Str)
@@ -238,42 +238,42 @@ func floatConv[T float32 | float64](v debezium.Value) (T, error) {
 	return 0, kindErr(v)
 }
 
-func stringConv(v debezium.Value) (string, error) {
-	if v.Kind == debezium.KindUnavailable {
+func stringConv(v row.Value) (string, error) {
+	if v.Kind == row.KindUnavailable {
 		return "", kindErr(v)
 	}
 	return v.Text(), nil
 }
 
-func decimalConv(v debezium.Value) (string, error) {
+func decimalConv(v row.Value) (string, error) {
 	switch v.Kind {
-	case debezium.KindDecimal, debezium.KindString, debezium.KindInt, debezium.KindFloat:
+	case row.KindDecimal, row.KindString, row.KindInt, row.KindFloat:
 		return v.Text(), nil
 	}
 	return "", kindErr(v)
 }
 
-func uuidConv(v debezium.Value) (string, error) {
-	if v.Kind != debezium.KindString || len(v.Str) != 36 {
+func uuidConv(v row.Value) (string, error) {
+	if v.Kind != row.KindString || len(v.Str) != 36 {
 		return "", fmt.Errorf("%q is not a UUID", v.Text())
 	}
 	return v.Str, nil
 }
 
-func timeConv(v debezium.Value) (time.Time, error) {
+func timeConv(v row.Value) (time.Time, error) {
 	switch v.Kind {
-	case debezium.KindDate:
+	case row.KindDate:
 		return time.Unix(v.Int*86400, 0).UTC(), nil
-	case debezium.KindTimestamp:
+	case row.KindTimestamp:
 		return time.UnixMicro(v.Int).UTC(), nil
 	}
 	return time.Time{}, kindErr(v)
 }
 
 // valueSize estimates v's size on the wire, for the batch byte limit.
-func valueSize(v *debezium.Value) int {
+func valueSize(v *row.Value) int {
 	switch v.Kind {
-	case debezium.KindString, debezium.KindBytes, debezium.KindDecimal:
+	case row.KindString, row.KindBytes, row.KindDecimal:
 		return len(v.Str) + 1
 	}
 	return 8

@@ -1,4 +1,4 @@
-package runtime
+package kafkarun
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
 )
 
 // joinStage consumes "<group>.keyed" in the group "<group>-join"
@@ -435,9 +436,9 @@ type worker struct {
 	stop chan struct{}
 	done chan struct{}
 
-	buf     []keyed.Change
-	vals    []debezium.Value // arena for copied change values
-	flushed int              // changes written since the last flush
+	buf     []row.Change
+	vals    []row.Value // arena for copied change values
+	flushed int         // changes written since the last flush
 	fan     int
 	input   keyed.Input
 }
@@ -535,10 +536,10 @@ func (w *worker) process(recs []*kgo.Record) error {
 	return nil
 }
 
-func discard(*keyed.Change) error { return nil }
+func discard(*row.Change) error { return nil }
 
 // collect copies c (whose slices the join reuses) into the batch buffer.
-func (w *worker) collect(c *keyed.Change) error {
+func (w *worker) collect(c *row.Change) error {
 	w.fan++
 	cp := *c
 	cp.ParentKey = w.copyVals(c.ParentKey)
@@ -553,9 +554,9 @@ func (w *worker) collect(c *keyed.Change) error {
 	return nil
 }
 
-func (w *worker) copyVals(v []debezium.Value) []debezium.Value {
+func (w *worker) copyVals(v []row.Value) []row.Value {
 	if cap(w.vals)-len(w.vals) < len(v) {
-		w.vals = make([]debezium.Value, 0, max(4096, len(v)))
+		w.vals = make([]row.Value, 0, max(4096, len(v)))
 	}
 	n := len(w.vals)
 	w.vals = append(w.vals, v...)

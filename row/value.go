@@ -1,4 +1,4 @@
-package debezium
+package row
 
 import (
 	"math"
@@ -137,14 +137,6 @@ func (v Value) Text() string {
 	default:
 		return v.Str
 	}
-}
-
-// Row is a projected row: Values[i] is the value of the decoder's i-th
-// projected column. Present is false when the envelope had no such image
-// (e.g. `before` of an insert, or of an update under REPLICA IDENTITY DEFAULT).
-type Row struct {
-	Present bool
-	Values  []Value
 }
 
 // AppendJSON appends v as a JSON value: integers and floats as numbers

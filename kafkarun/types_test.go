@@ -1,4 +1,4 @@
-package runtime_test
+package kafkarun_test
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/runtime"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // SampleTypes finds the column types in real Debezium records (schemas on)
@@ -52,11 +53,11 @@ kafka: {brokers: [`+c.ListenAddrs()[0]+`]}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	types, err := runtime.SampleTypes(sctx, cfg, 1000)
+	types, err := kafkarun.SampleTypes(sctx, cfg, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []debezium.Kind{debezium.KindInt, debezium.KindDecimal, debezium.KindTimestamp, debezium.KindString}
+	want := []row.Kind{row.KindInt, row.KindDecimal, row.KindTimestamp, row.KindString}
 	for i, k := range want {
 		if types[i].Kind != k {
 			t.Errorf("column %s: kind %s, want %s (%+v)", cfg.Select[i].Name, types[i].Kind, k, types[i])

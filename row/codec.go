@@ -1,12 +1,10 @@
-package joinstate
+package row
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/cdcjoin/cdcjoin/debezium"
 )
 
 // Key tuples (join keys, child primary keys) use an order-preserving,
@@ -36,31 +34,31 @@ const (
 )
 
 // ErrCorrupt is returned (wrapped) when stored bytes cannot be decoded.
-var ErrCorrupt = errors.New("cdcjoin: corrupt state encoding")
+var ErrCorrupt = errors.New("cdcjoin: corrupt encoding")
 
 // AppendKey appends the order-preserving encoding of the tuple vals to dst.
-func AppendKey(dst []byte, vals []debezium.Value) []byte {
+func AppendKey(dst []byte, vals []Value) []byte {
 	for _, v := range vals {
 		dst = appendKeyValue(dst, v)
 	}
 	return dst
 }
 
-func appendKeyValue(dst []byte, v debezium.Value) []byte {
+func appendKeyValue(dst []byte, v Value) []byte {
 	switch v.Kind {
-	case debezium.KindNull:
+	case KindNull:
 		return append(dst, tagNull)
-	case debezium.KindInt:
+	case KindInt:
 		return binary.BigEndian.AppendUint64(append(dst, tagInt), uint64(v.Int)^(1<<63))
-	case debezium.KindDate:
+	case KindDate:
 		return binary.BigEndian.AppendUint64(append(dst, tagDate), uint64(v.Int)^(1<<63))
-	case debezium.KindTimestamp:
+	case KindTimestamp:
 		return binary.BigEndian.AppendUint64(append(dst, tagTimestamp), uint64(v.Int)^(1<<63))
-	case debezium.KindTime:
+	case KindTime:
 		return binary.BigEndian.AppendUint64(append(dst, tagTime), uint64(v.Int)^(1<<63))
-	case debezium.KindBool:
+	case KindBool:
 		return append(dst, tagBool, byte(v.Int&1))
-	case debezium.KindFloat:
+	case KindFloat:
 		b := math.Float64bits(v.Float)
 		if b&(1<<63) != 0 {
 			b = ^b
@@ -68,11 +66,11 @@ func appendKeyValue(dst []byte, v debezium.Value) []byte {
 			b |= 1 << 63
 		}
 		return binary.BigEndian.AppendUint64(append(dst, tagFloat), b)
-	case debezium.KindBytes:
+	case KindBytes:
 		return appendEscaped(append(dst, tagBytes), v.Str)
-	case debezium.KindDecimal:
+	case KindDecimal:
 		return appendEscaped(append(dst, tagDecimal), v.Str)
-	case debezium.KindUnavailable:
+	case KindUnavailable:
 		return append(dst, tagUnavailable)
 	default:
 		return appendEscaped(append(dst, tagString), v.Str)
@@ -92,7 +90,7 @@ func appendEscaped(dst []byte, s string) []byte {
 
 // DecodeKey decodes one encoded tuple of n values from b, appending to dst.
 // It returns the values and the number of bytes consumed.
-func DecodeKey(dst []debezium.Value, b []byte, n int) ([]debezium.Value, int, error) {
+func DecodeKey(dst []Value, b []byte, n int) ([]Value, int, error) {
 	pos := 0
 	for i := 0; i < n; i++ {
 		if pos >= len(b) {
@@ -102,30 +100,30 @@ func DecodeKey(dst []debezium.Value, b []byte, n int) ([]debezium.Value, int, er
 		pos++
 		switch tag {
 		case tagNull:
-			dst = append(dst, debezium.Value{})
+			dst = append(dst, Value{})
 		case tagUnavailable:
-			dst = append(dst, debezium.Value{Kind: debezium.KindUnavailable})
+			dst = append(dst, Value{Kind: KindUnavailable})
 		case tagInt, tagDate, tagTimestamp, tagTime:
 			if pos+8 > len(b) {
 				return dst, pos, fmt.Errorf("%w: key int truncated", ErrCorrupt)
 			}
 			x := int64(binary.BigEndian.Uint64(b[pos:]) ^ (1 << 63))
 			pos += 8
-			k := debezium.KindInt
+			k := KindInt
 			switch tag {
 			case tagDate:
-				k = debezium.KindDate
+				k = KindDate
 			case tagTimestamp:
-				k = debezium.KindTimestamp
+				k = KindTimestamp
 			case tagTime:
-				k = debezium.KindTime
+				k = KindTime
 			}
-			dst = append(dst, debezium.Value{Kind: k, Int: x})
+			dst = append(dst, Value{Kind: k, Int: x})
 		case tagBool:
 			if pos >= len(b) {
 				return dst, pos, fmt.Errorf("%w: key bool truncated", ErrCorrupt)
 			}
-			dst = append(dst, debezium.Value{Kind: debezium.KindBool, Int: int64(b[pos] & 1)})
+			dst = append(dst, Value{Kind: KindBool, Int: int64(b[pos] & 1)})
 			pos++
 		case tagFloat:
 			if pos+8 > len(b) {
@@ -138,20 +136,20 @@ func DecodeKey(dst []debezium.Value, b []byte, n int) ([]debezium.Value, int, er
 				u = ^u
 			}
 			pos += 8
-			dst = append(dst, debezium.Value{Kind: debezium.KindFloat, Float: math.Float64frombits(u)})
+			dst = append(dst, Value{Kind: KindFloat, Float: math.Float64frombits(u)})
 		case tagString, tagBytes, tagDecimal:
 			s, m, err := unescape(b[pos:])
 			if err != nil {
 				return dst, pos, err
 			}
 			pos += m
-			k := debezium.KindString
+			k := KindString
 			if tag == tagBytes {
-				k = debezium.KindBytes
+				k = KindBytes
 			} else if tag == tagDecimal {
-				k = debezium.KindDecimal
+				k = KindDecimal
 			}
-			dst = append(dst, debezium.Value{Kind: k, Str: s})
+			dst = append(dst, Value{Kind: k, Str: s})
 		default:
 			return dst, pos, fmt.Errorf("%w: unknown key tag 0x%02x", ErrCorrupt, tag)
 		}
@@ -197,14 +195,14 @@ func unescape(b []byte) (string, int, error) {
 // for floats, and length-prefixed bytes for strings.
 
 // AppendRow appends the compact encoding of vals to dst.
-func AppendRow(dst []byte, vals []debezium.Value) []byte {
+func AppendRow(dst []byte, vals []Value) []byte {
 	for _, v := range vals {
 		dst = append(dst, byte(v.Kind))
 		switch v.Kind {
-		case debezium.KindNull, debezium.KindUnavailable:
-		case debezium.KindInt, debezium.KindBool, debezium.KindDate, debezium.KindTimestamp, debezium.KindTime:
+		case KindNull, KindUnavailable:
+		case KindInt, KindBool, KindDate, KindTimestamp, KindTime:
 			dst = binary.AppendVarint(dst, v.Int)
-		case debezium.KindFloat:
+		case KindFloat:
 			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.Float))
 		default:
 			dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
@@ -215,25 +213,25 @@ func AppendRow(dst []byte, vals []debezium.Value) []byte {
 }
 
 // DecodeRow decodes a row encoded by AppendRow, appending to dst.
-func DecodeRow(dst []debezium.Value, b []byte) ([]debezium.Value, error) {
+func DecodeRow(dst []Value, b []byte) ([]Value, error) {
 	for len(b) > 0 {
-		k := debezium.Kind(b[0])
+		k := Kind(b[0])
 		b = b[1:]
-		v := debezium.Value{Kind: k}
+		v := Value{Kind: k}
 		switch k {
-		case debezium.KindNull, debezium.KindUnavailable:
-		case debezium.KindInt, debezium.KindBool, debezium.KindDate, debezium.KindTimestamp, debezium.KindTime:
+		case KindNull, KindUnavailable:
+		case KindInt, KindBool, KindDate, KindTimestamp, KindTime:
 			x, n := binary.Varint(b)
 			if n <= 0 {
 				return dst, fmt.Errorf("%w: bad varint in row", ErrCorrupt)
 			}
 			v.Int, b = x, b[n:]
-		case debezium.KindFloat:
+		case KindFloat:
 			if len(b) < 8 {
 				return dst, fmt.Errorf("%w: float truncated", ErrCorrupt)
 			}
 			v.Float, b = math.Float64frombits(binary.LittleEndian.Uint64(b)), b[8:]
-		case debezium.KindString, debezium.KindBytes, debezium.KindDecimal:
+		case KindString, KindBytes, KindDecimal:
 			l, n := binary.Uvarint(b)
 			if n <= 0 || uint64(len(b)-n) < l {
 				return dst, fmt.Errorf("%w: string truncated", ErrCorrupt)

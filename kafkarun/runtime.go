@@ -32,7 +32,7 @@
 // saw (Kafka gives no order across partitions). A truncate marker is
 // compacted like other records, so a state rebuilt from a compacted topic
 // can miss a truncate whose marker was superseded by a later truncate.
-package runtime
+package kafkarun
 
 import (
 	"context"
@@ -44,13 +44,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
 )
 
 // Options are what the caller supplies besides the configuration.
@@ -221,7 +223,7 @@ type lockedSink struct {
 	s  sink.Sink
 }
 
-func (l *lockedSink) Write(ctx context.Context, cs []keyed.Change) error {
+func (l *lockedSink) Write(ctx context.Context, cs []row.Change) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.s.Write(ctx, cs)

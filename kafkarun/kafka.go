@@ -1,4 +1,4 @@
-package runtime
+package kafkarun
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/metrics"
 )
 
 // clientOpts are the options every client of the job shares: brokers,

@@ -1,4 +1,4 @@
-package runtime
+package kafkarun
 
 import (
 	"context"
@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // SampleTypes reads the source topics from their beginning until it has
@@ -20,7 +22,7 @@ import (
 // schema'd record. Sinks that create tables use it: the join stage itself
 // only sees projected rows, not schemas. It blocks for at most the
 // context's deadline and reads nothing else; errors are connection errors.
-func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]debezium.ColumnType, error) {
+func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]row.ColumnType, error) {
 	base, err := clientOpts(&cfg.Kafka, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return nil, err
@@ -39,8 +41,8 @@ func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]debezium
 		cfg.Parent.Topic: debezium.NewDecoder(spec.ParentColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
 		cfg.Child.Topic:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
 	}
-	side := map[string]config.Side{cfg.Parent.Topic: config.Parent, cfg.Child.Topic: config.Child}
-	seen := map[config.Side][]debezium.ColumnType{}
+	side := map[string]row.Side{cfg.Parent.Topic: row.Parent, cfg.Child.Topic: row.Child}
+	seen := map[row.Side][]row.ColumnType{}
 	var ev debezium.Event
 	for n := 0; n < limit && len(seen) < 2 && ctx.Err() == nil; {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -52,14 +54,14 @@ func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]debezium
 				return
 			}
 			if ok, err := decs[r.Topic].Decode(r.Key, r.Value, &ev); err == nil && ok && ev.Types != nil {
-				seen[side[r.Topic]] = append([]debezium.ColumnType(nil), ev.Types...)
+				seen[side[r.Topic]] = append([]row.ColumnType(nil), ev.Types...)
 			}
 		})
 		if fs.Empty() && ctx.Err() == nil && pctx.Err() == nil {
 			break
 		}
 	}
-	out := make([]debezium.ColumnType, len(spec.Out))
+	out := make([]row.ColumnType, len(spec.Out))
 	for i, o := range spec.Out {
 		if ts := seen[o.Side]; o.Index < len(ts) {
 			out[i] = ts[o.Index]

@@ -1,4 +1,4 @@
-package runtime_test
+package kafkarun_test
 
 import (
 	"fmt"
@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
 )
 
 // checkFinal stops nothing; it compares the model with the oracle.

@@ -1,4 +1,4 @@
-package runtime
+package kafkarun
 
 import (
 	"context"
@@ -11,13 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // keying is the keying stage: it consumes the Debezium topics in the group
@@ -100,7 +102,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 
 // sourcePart names a source partition: the side's topic and a partition.
 type sourcePart struct {
-	side config.Side
+	side row.Side
 	part int32
 }
 
@@ -109,7 +111,7 @@ type sourcePart struct {
 func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for _, side := range []config.Side{config.Parent, config.Child} {
+	for _, side := range []row.Side{row.Parent, row.Child} {
 		for _, p := range lost[k.topicOf(side)] {
 			sp := sourcePart{side, p}
 			if s := k.idx[sp]; s != nil {
@@ -122,16 +124,16 @@ func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[strin
 	}
 }
 
-func (k *keying) topicOf(side config.Side) string {
-	if side == config.Parent {
+func (k *keying) topicOf(side row.Side) string {
+	if side == row.Parent {
 		return k.cfg.Parent.Topic
 	}
 	return k.cfg.Child.Topic
 }
 
 // indexTopic is the changelog of side's index.
-func (k *keying) indexTopic(side config.Side) string {
-	if side == config.Parent {
+func (k *keying) indexTopic(side row.Side) string {
+	if side == row.Parent {
 		return k.cfg.Kafka.ParentIndexTopic()
 	}
 	return k.cfg.Kafka.ChildIndexTopic()
@@ -249,9 +251,9 @@ func (k *keying) abortTxns() {
 // record keys one source record. Bad records follow the error policy; other
 // errors are fatal.
 func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
-	side, dec := config.Parent, k.decParent
+	side, dec := row.Parent, k.decParent
 	if r.Topic == k.cfg.Child.Topic {
-		side, dec = config.Child, k.decChild
+		side, dec = row.Child, k.decChild
 	}
 	ok, err := dec.Decode(r.Key, r.Value, &k.ev)
 	if err != nil {
@@ -322,9 +324,9 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	err = readPartition(ctx, k.base, k.adm, k.indexTopic(sp.side), p, func(r *kgo.Record) error {
 		n++
 		switch {
-		case sp.side == config.Parent && r.Value == nil:
+		case sp.side == row.Parent && r.Value == nil:
 			return t.DeleteParentIndex(r.Key)
-		case sp.side == config.Parent:
+		case sp.side == row.Parent:
 			return t.SetParentIndex(r.Key, r.Value)
 		case r.Value == nil:
 			return t.DeleteChildIndex(r.Key)
@@ -367,7 +369,7 @@ func (k *keying) produce(ctx context.Context, srcPart int32, in *keyed.Input) er
 			Key: append([]byte(nil), in.ChildKey...)}, k.promise)
 	case keyed.ParentUpsert:
 		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ParentIndexTopic(), Partition: srcPart,
-			Key: append([]byte(nil), in.JoinKey...), Value: joinstate.AppendRow(nil, in.Row)}, k.promise)
+			Key: append([]byte(nil), in.JoinKey...), Value: row.AppendRow(nil, in.Row)}, k.promise)
 	case keyed.ParentDelete:
 		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ParentIndexTopic(), Partition: srcPart,
 			Key: append([]byte(nil), in.JoinKey...)}, k.promise)

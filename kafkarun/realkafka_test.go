@@ -1,4 +1,4 @@
-package runtime_test
+package kafkarun_test
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/internal/testenv"
 )
 
 // TestRealKafka runs the oracle workload against a real Apache Kafka

@@ -1,4 +1,4 @@
-package runtime_test
+package kafkarun_test
 
 import (
 	"bytes"
@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/runtime"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
 )
 
 // poisons returns three bad users records: malformed JSON, an unknown op,
@@ -122,16 +123,16 @@ func TestPoisonDLQ(t *testing.T) {
 		for _, x := range r.Headers {
 			h[x.Key] = string(x.Value)
 		}
-		if h[runtime.HeaderSourceTopic] != cdcgen.DefaultParentTopic || h[runtime.HeaderSourcePartition] == "" ||
-			h[runtime.HeaderSourceOffset] == "" || h[runtime.HeaderStage] != "keying" || h[runtime.HeaderError] == "" {
+		if h[kafkarun.HeaderSourceTopic] != cdcgen.DefaultParentTopic || h[kafkarun.HeaderSourcePartition] == "" ||
+			h[kafkarun.HeaderSourceOffset] == "" || h[kafkarun.HeaderStage] != "keying" || h[kafkarun.HeaderError] == "" {
 			t.Errorf("dead letter lacks provenance: %v", h)
 		}
 		for _, k := range []string{"malformed", "unknown_op", "type_mismatch"} {
-			if strings.Contains(h[runtime.HeaderError], k) {
+			if strings.Contains(h[kafkarun.HeaderError], k) {
 				kinds[k] = true
 			}
 		}
-		t.Logf("dead letter: %s", h[runtime.HeaderError])
+		t.Logf("dead letter: %s", h[kafkarun.HeaderError])
 	}
 	if len(kinds) != 3 {
 		t.Errorf("error kinds seen %v, want malformed, unknown_op, type_mismatch", kinds)

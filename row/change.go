@@ -1,6 +1,4 @@
-package keyed
-
-import "github.com/cdcjoin/cdcjoin/debezium"
+package row
 
 // ChangeOp says whether a joined row appears/changes or disappears.
 type ChangeOp uint8
@@ -41,10 +39,10 @@ func (o ChangeOp) String() string {
 type Change struct {
 	Op          ChangeOp
 	Version     uint64
-	ParentKey   []debezium.Value // the join key (the parent's primary key)
-	ChildKey    []debezium.Value // the child's primary key; nil for a LEFT join's padded row
-	Values      []debezium.Value // select-list values, in select order
-	Prev        []debezium.Value // Upsert of an existing row: its previous values; else nil
+	ParentKey   []Value // the join key (the parent's primary key)
+	ChildKey    []Value // the child's primary key; nil for a LEFT join's padded row
+	Values      []Value // select-list values, in select order
+	Prev        []Value // Upsert of an existing row: its previous values; else nil
 	PrevVersion uint64
 }
 

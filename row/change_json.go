@@ -1,9 +1,7 @@
-package keyed
+package row
 
 import (
 	"strconv"
-
-	"github.com/cdcjoin/cdcjoin/debezium"
 )
 
 // AppendJSON appends c as one JSON object (no newline), the format of
@@ -37,20 +35,20 @@ func (c *Change) AppendJSON(dst []byte, names []string) []byte {
 }
 
 // AppendJSONObject appends {"names[i]": vals[i], …}.
-func AppendJSONObject(dst []byte, names []string, vals []debezium.Value) []byte {
+func AppendJSONObject(dst []byte, names []string, vals []Value) []byte {
 	dst = append(dst, '{')
 	for i, v := range vals {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = debezium.AppendJSONString(dst, names[i])
+		dst = AppendJSONString(dst, names[i])
 		dst = append(dst, ':')
 		dst = v.AppendJSON(dst)
 	}
 	return append(dst, '}')
 }
 
-func appendJSONArray(dst []byte, vals []debezium.Value) []byte {
+func appendJSONArray(dst []byte, vals []Value) []byte {
 	dst = append(dst, '[')
 	for i, v := range vals {
 		if i > 0 {

@@ -1,4 +1,4 @@
-package runtime_test
+package kafkarun_test
 
 import (
 	"context"
@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cdcjoin/cdcjoin/runtime"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 const jobYAML = `name: %s
@@ -141,7 +141,7 @@ func newModel() *model { return &model{rmt: cdcgen.NewReplacingMergeTree()} }
 // versions it flushes never decrease per row key.
 type modelSink struct {
 	m       *model
-	pending []keyed.Change
+	pending []row.Change
 	last    map[cdcgen.RowKey]uint64
 	// failAt, when > 0, makes the failAt-th Flush fail: after applying its
 	// changes when failApplied (a crash after the insert, before the
@@ -157,7 +157,7 @@ func (m *model) sink() *modelSink { return &modelSink{m: m, last: map[cdcgen.Row
 
 var errInjected = errors.New("injected sink failure")
 
-func (s *modelSink) Write(_ context.Context, cs []keyed.Change) error {
+func (s *modelSink) Write(_ context.Context, cs []row.Change) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	for _, c := range cs {
@@ -193,7 +193,7 @@ func (s *modelSink) Flush(context.Context) error {
 
 func (s *modelSink) Close() error { return nil }
 
-func (m *model) apply(c keyed.Change) cdcgen.RowKey {
+func (m *model) apply(c row.Change) cdcgen.RowKey {
 	m.changes++
 	key := cdcgen.RowKey{Parent: keyText(c.ParentKey)}
 	if c.ChildKey == nil {
@@ -209,13 +209,13 @@ func (m *model) apply(c keyed.Change) cdcgen.RowKey {
 			vals[i] = v.Text()
 		}
 	}
-	if err := m.rmt.Apply(key, c.Version, c.Op == keyed.Retract, vals); err != nil && m.err == nil {
+	if err := m.rmt.Apply(key, c.Version, c.Op == row.Retract, vals); err != nil && m.err == nil {
 		m.err = err
 	}
 	return key
 }
 
-func keyText(vs []debezium.Value) string {
+func keyText(vs []row.Value) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
 		parts[i] = v.Text()
@@ -223,13 +223,13 @@ func keyText(vs []debezium.Value) string {
 	return strings.Join(parts, ",")
 }
 
-func cloneChange(c keyed.Change) keyed.Change {
+func cloneChange(c row.Change) row.Change {
 	cp := c
-	cp.ParentKey = append([]debezium.Value(nil), c.ParentKey...)
+	cp.ParentKey = append([]row.Value(nil), c.ParentKey...)
 	if c.ChildKey != nil {
-		cp.ChildKey = append([]debezium.Value(nil), c.ChildKey...)
+		cp.ChildKey = append([]row.Value(nil), c.ChildKey...)
 	}
-	cp.Values = append([]debezium.Value(nil), c.Values...)
+	cp.Values = append([]row.Value(nil), c.Values...)
 	cp.Prev = nil
 	return cp
 }
@@ -277,7 +277,7 @@ func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, in *in
 	}
 }
 
-// instance is one running runtime.Run.
+// instance is one running kafkarun.Run.
 type instance struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
@@ -294,7 +294,7 @@ func start(t testing.TB, cfg *config.Config, s *modelSink, extra ...kgo.Opt) *in
 	}
 	go func() {
 		defer close(in.done)
-		in.err = runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
 	}()
 	return in
 }
