@@ -13,6 +13,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
 )
@@ -133,7 +134,7 @@ func TestSynthDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := keyed.NewSpec(cfg)
+	spec := job.MustSpec(cfg)
 	s := newSynth()
 	var ev debezium.Event
 	k, v := s.user('u', hotUserID, "Storm1", "Hot", 5)

@@ -136,7 +136,7 @@ type State struct {
 	// same changes with the same versions, which the upsert sink absorbs.
 	// Turn it on to bound that replay (and for changelog sinks on servers
 	// without insert deduplication), at the cost of an fsync per batch.
-	Sync *bool `yaml:"sync"`
+	Sync bool `yaml:"sync"`
 }
 
 // Errors is the bad-record policy.
@@ -261,7 +261,7 @@ func Parse(data []byte, name string) (*Config, error) {
 		probs.Items = append(probs.Items, yamlProblems(err)...)
 	}
 	c.root = &root
-	c.defaults()
+	c.EnsureDefaults()
 	c.validate(probs)
 	if len(probs.Items) > 0 {
 		sort.SliceStable(probs.Items, func(i, j int) bool { return probs.Items[i].Line < probs.Items[j].Line })
@@ -293,7 +293,10 @@ func yamlProblems(err error) []Problem {
 	return out
 }
 
-func (c *Config) defaults() {
+// EnsureDefaults fills in the documented defaults of unset settings. Parse
+// and Load call it; a Config built in code calls it (then Validate) before
+// use.
+func (c *Config) EnsureDefaults() {
 	if c.Join == "" {
 		c.Join = Inner
 	}
@@ -306,10 +309,6 @@ func (c *Config) defaults() {
 	if c.State.BatchEvents == 0 {
 		c.State.BatchEvents = 1000
 	}
-	if c.State.Sync == nil {
-		f := false
-		c.State.Sync = &f
-	}
 	if c.Errors.Policy == "" {
 		c.Errors.Policy = PolicyStop
 	}
@@ -320,6 +319,17 @@ func (c *Config) defaults() {
 	if c.ClickHouse != nil {
 		c.ClickHouse.defaults(c)
 	}
+}
+
+// Validate reports every problem of a Config built in code (a *Problems),
+// as Parse does for a file.
+func (c *Config) Validate() error {
+	p := &Problems{File: "config"}
+	c.validate(p)
+	if len(p.Items) > 0 {
+		return p
+	}
+	return nil
 }
 
 func (c *Config) validate(p *Problems) {
@@ -421,33 +431,6 @@ func (c *Config) validateTable(p *Problems, side string, t *Table, child bool) {
 // ancestor), 0 if unknown. Sections in other files use it for messages.
 func (c *Config) Line(path ...string) int { return c.line(path...) }
 
-// ParentColumns is the parent's projection: key columns, then the selected
-// columns, without duplicates. State stores exactly these.
-func (c *Config) ParentColumns() []string {
-	cols := append([]string(nil), c.Parent.Key...)
-	for _, s := range c.Select {
-		if s.Side == row.Parent {
-			cols = appendUnique(cols, s.Column)
-		}
-	}
-	return cols
-}
-
-// ChildColumns is the child's projection: key columns, parent_key columns,
-// then the selected columns, without duplicates.
-func (c *Config) ChildColumns() []string {
-	cols := append([]string(nil), c.Child.Key...)
-	for _, k := range c.Child.ParentKey {
-		cols = appendUnique(cols, k)
-	}
-	for _, s := range c.Select {
-		if s.Side == row.Child {
-			cols = appendUnique(cols, s.Column)
-		}
-	}
-	return cols
-}
-
 // OutputNames are the select-list output column names, in order.
 func (c *Config) OutputNames() []string {
 	out := make([]string, len(c.Select))
@@ -455,15 +438,6 @@ func (c *Config) OutputNames() []string {
 		out[i] = s.Name
 	}
 	return out
-}
-
-func appendUnique(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
-	}
-	return append(s, v)
 }
 
 func splitList(s string) []string {
@@ -494,13 +468,4 @@ func (c *Config) WithClickHouse(addrs string) (*Config, error) {
 		return nil, p
 	}
 	return &out, nil
-}
-
-// RowCacheBytes is state.row_cache_mb in bytes, negative when disabled (the
-// joinstate.Options.RowCacheBytes convention).
-func (s *State) RowCacheBytes() int {
-	if s.RowCacheMB < 0 {
-		return -1
-	}
-	return s.RowCacheMB << 20
 }

@@ -24,13 +24,7 @@ func TestParseExample(t *testing.T) {
 	if got := strings.Join(c.OutputNames(), ","); got != "user_id,firstname,lastname,domain_id,domain_name" {
 		t.Errorf("output names %s", got)
 	}
-	if got := strings.Join(c.ParentColumns(), ","); got != "id,firstname,lastname" {
-		t.Errorf("parent projection %s", got)
-	}
-	if got := strings.Join(c.ChildColumns(), ","); got != "id,user_id,domain_name" {
-		t.Errorf("child projection %s", got)
-	}
-	if c.Join != Inner || c.State.BatchEvents != 1000 || c.Errors.Policy != PolicyStop || *c.State.Sync {
+	if c.Join != Inner || c.State.BatchEvents != 1000 || c.Errors.Policy != PolicyStop || c.State.Sync {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 }

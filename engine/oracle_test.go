@@ -16,6 +16,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
 )
 
 var (
@@ -196,7 +197,7 @@ func runOracle(t *testing.T, join string, seed int64, crash bool) {
 	ctx := context.Background()
 
 	open := func(resume bool) *engine.Engine {
-		e, err := engine.Open(cfg, engine.Options{Resume: resume, Emit: model.emit, FS: fs})
+		e, err := engine.Open(cfg, engine.Options{Resume: resume, Sink: sink.Func(model.emit), FS: fs})
 		if err != nil {
 			t.Fatalf("seed %d: open: %v", seed, err)
 		}
@@ -236,6 +237,10 @@ func runOracle(t *testing.T, join string, seed int64, crash bool) {
 			t.Fatalf("seed %d: record %d (%s/%d@%d): %v", seed, i, r.Topic, r.Partition, r.Offset, err)
 		}
 		if c, ok := checkAt[i+1]; ok && !crash {
+			// The sink sees changes in chunks, all of them by the commit.
+			if err := e.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
 			tables, err := h.TablesAt(c)
 			if err != nil {
 				t.Fatal(err)
@@ -269,7 +274,7 @@ func TestOraclePipeline(t *testing.T) {
 			}
 			cfg := jobConfig(t, "left")
 			model := newSinkModel()
-			e, err := engine.Open(cfg, engine.Options{Emit: model.emit, FS: vfs.NewMem()})
+			e, err := engine.Open(cfg, engine.Options{Sink: sink.Func(model.emit), FS: vfs.NewMem()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,7 +352,7 @@ func TestRestartAfterAnyBatch(t *testing.T) {
 			model := newSinkModel() // crashed stays false: strict versions
 			fs := vfs.NewMem()
 			ctx := context.Background()
-			e, err := engine.Open(cfg, engine.Options{Emit: model.emit, FS: fs})
+			e, err := engine.Open(cfg, engine.Options{Sink: sink.Func(model.emit), FS: fs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -362,7 +367,7 @@ func TestRestartAfterAnyBatch(t *testing.T) {
 					if err := e.Close(); err != nil {
 						t.Fatal(err)
 					}
-					if e, err = engine.Open(cfg, engine.Options{Resume: true, Emit: model.emit, FS: fs}); err != nil {
+					if e, err = engine.Open(cfg, engine.Options{Resume: true, Sink: sink.Func(model.emit), FS: fs}); err != nil {
 						t.Fatal(err)
 					}
 					restarts++
@@ -400,7 +405,7 @@ func TestOracleNegativeControl(t *testing.T) {
 			continue
 		}
 		model := newSinkModel()
-		e, err := engine.Open(jobConfig(t, "inner"), engine.Options{Emit: model.emit, FS: vfs.NewMem()})
+		e, err := engine.Open(jobConfig(t, "inner"), engine.Options{Sink: sink.Func(model.emit), FS: vfs.NewMem()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,11 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // joinStage consumes "<group>.keyed" in the group "<group>-join"
@@ -117,8 +119,7 @@ func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.O
 
 func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	dir := filepath.Join(j.cfg.State.Dir, "partition-"+strconv.Itoa(int(p)))
-	st, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: int64(j.cfg.State.CacheMB) << 20, Sync: *j.cfg.State.Sync,
-		MemTableBytes: uint64(j.cfg.State.MemTableMB) << 20, RowCacheBytes: j.cfg.State.RowCacheBytes()})
+	st, err := joinstate.Open(job.StateOptions(j.cfg, dir))
 	if err != nil {
 		return nil, err
 	}
@@ -127,16 +128,20 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		st.Close()
 		return nil, err
 	}
+	clock, err := loadClock(st, uint64(j.cfg.Kafka.Epoch))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
+	}
 	sk, err := j.newSink(p)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("cdcjoin: join: sink for partition %d: %w", p, err)
 	}
 	w := &worker{
-		j: j, p: p, store: st, sink: sk, join: keyed.NewJoin(j.spec),
-		emitFrom: committed,
-		in:       make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
-		epoch: uint64(j.cfg.Kafka.Epoch) << 48,
+		j: j, p: p, store: st, sink: sk, buf: sink.NewBuffer(sk, writeChunk), join: keyed.NewJoin(j.spec),
+		emitFrom: committed, clock: clock,
+		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if !has {
 		pos = -1
@@ -421,26 +426,41 @@ func max64(a, b int64) int64 {
 	return b
 }
 
+// metaClock names the version clock in a partition's state.
+const metaClock = "clock"
+
+// loadClock returns the version clock committed in st, or for a partition
+// without one (new, or written by cdcjoin ≤ wave 1) the legacy clock of
+// kafka.epoch; the partition's epoch markers raise it.
+func loadClock(st *joinstate.Store, legacyEpoch uint64) (version.Clock, error) {
+	b, err := st.Meta(metaClock)
+	if err != nil || b == nil {
+		return version.Legacy(legacyEpoch), err
+	}
+	var c version.Clock
+	return c, c.UnmarshalBinary(b)
+}
+
 // worker joins one keyed partition. It owns its store and sink.
 type worker struct {
 	j        *joinStage
 	p        int32
 	store    *joinstate.Store
 	sink     sink.Sink
+	buf      *sink.Buffer
 	join     *keyed.Join
 	emitFrom int64 // records below this offset were emitted by an earlier owner
-	epoch    uint64
+	clock    version.Clock
 
 	pos  atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
 	in   chan []*kgo.Record
 	stop chan struct{}
 	done chan struct{}
 
-	buf     []row.Change
-	vals    []row.Value // arena for copied change values
-	flushed int         // changes written since the last flush
-	fan     int
-	input   keyed.Input
+	fan      int
+	upserts  int
+	retracts int
+	input    keyed.Input
 }
 
 func (w *worker) stopAndWait() {
@@ -472,14 +492,27 @@ func (w *worker) run() {
 const writeChunk = 1024
 
 // process applies one batch in one state transaction, writes the changes to
-// the sink, flushes it, and only then commits the state with the new
-// position. On error nothing of the batch is committed.
+// the sink (in chunks, so a fan-out of millions streams), flushes it, and
+// only then commits the state with the new position and version clock. On
+// error nothing of the batch is committed.
 func (w *worker) process(recs []*kgo.Record) error {
 	ctx := context.Background()
 	pos := w.pos.Load()
 	t := w.store.Begin()
 	defer t.Abort()
-	w.flushed = 0
+	clock := w.clock // committed with the batch, or dropped with it
+	defer w.buf.Discard()
+	bufEmit := w.buf.Emitter(ctx)
+	emit := func(c *row.Change) error {
+		w.fan++
+		if c.Op == row.Upsert {
+			w.upserts++
+		} else {
+			w.retracts++
+		}
+		return bufEmit(c)
+	}
+	w.upserts, w.retracts = 0, 0
 	rebuilt := 0
 	for _, r := range recs {
 		if r.Offset < pos {
@@ -488,23 +521,21 @@ func (w *worker) process(recs []*kgo.Record) error {
 		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
 			return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
-		version := w.epoch | uint64(r.Offset+1)
+		if w.input.Kind == keyed.EpochMarker {
+			clock.Raise(r.Offset, w.input.Epoch)
+			continue
+		}
 		w.fan = 0
-		emit := w.collect
+		e := emit
 		if r.Offset < w.emitFrom {
-			emit = discard
+			e = discard
 			rebuilt++
 		}
-		if err := w.join.Apply(t, &w.input, version, emit); err != nil {
+		if err := w.join.Apply(t, &w.input, clock.At(r.Offset), e); err != nil {
 			return err
 		}
 		if r.Offset >= w.emitFrom {
 			w.j.m.FanOut.Observe(float64(w.fan))
-		}
-		if len(w.buf) >= writeChunk {
-			if err := w.write(ctx); err != nil {
-				return err
-			}
 		}
 	}
 	last := recs[len(recs)-1].Offset
@@ -514,21 +545,26 @@ func (w *worker) process(recs []*kgo.Record) error {
 	if err := t.SetPosition(w.j.topic, w.p, last+1); err != nil {
 		return err
 	}
-	if err := w.write(ctx); err != nil {
+	cb, _ := clock.MarshalBinary()
+	if err := t.SetMeta(metaClock, cb); err != nil {
 		return err
 	}
-	if w.flushed > 0 {
-		start := time.Now()
-		if err := w.sink.Flush(ctx); err != nil {
-			w.j.m.Errors.WithLabelValues("join", "sink").Inc()
-			return fmt.Errorf("sink flush: %w", err)
-		}
+	start := time.Now()
+	n, err := w.buf.Flush(ctx)
+	if err != nil {
+		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
+		return fmt.Errorf("sink: %w", err)
+	}
+	if n > 0 {
 		w.j.m.SinkFlushSeconds.Observe(time.Since(start).Seconds())
-		w.j.m.SinkBatchChanges.Observe(float64(w.flushed))
+		w.j.m.SinkBatchChanges.Observe(float64(n))
+		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
+		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
 	}
 	if err := t.Commit(); err != nil {
 		return err
 	}
+	w.clock = clock
 	w.pos.Store(last + 1)
 	if rebuilt > 0 {
 		w.j.m.StateRebuilt.Add(float64(rebuilt))
@@ -537,47 +573,3 @@ func (w *worker) process(recs []*kgo.Record) error {
 }
 
 func discard(*row.Change) error { return nil }
-
-// collect copies c (whose slices the join reuses) into the batch buffer.
-func (w *worker) collect(c *row.Change) error {
-	w.fan++
-	cp := *c
-	cp.ParentKey = w.copyVals(c.ParentKey)
-	if c.ChildKey != nil {
-		cp.ChildKey = w.copyVals(c.ChildKey)
-	}
-	cp.Values = w.copyVals(c.Values)
-	if c.Prev != nil {
-		cp.Prev = w.copyVals(c.Prev)
-	}
-	w.buf = append(w.buf, cp)
-	return nil
-}
-
-func (w *worker) copyVals(v []row.Value) []row.Value {
-	if cap(w.vals)-len(w.vals) < len(v) {
-		w.vals = make([]row.Value, 0, max(4096, len(v)))
-	}
-	n := len(w.vals)
-	w.vals = append(w.vals, v...)
-	return w.vals[n:len(w.vals):len(w.vals)]
-}
-
-// write hands the buffered changes to the sink.
-func (w *worker) write(ctx context.Context) error {
-	if len(w.buf) == 0 {
-		return nil
-	}
-	for i := range w.buf {
-		w.j.m.Changes.WithLabelValues(w.buf[i].Op.String()).Inc()
-	}
-	if err := w.sink.Write(ctx, w.buf); err != nil {
-		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
-		return fmt.Errorf("sink write: %w", err)
-	}
-	w.flushed += len(w.buf)
-	clear(w.buf)
-	w.buf = w.buf[:0]
-	w.vals = nil // the sink copied what it keeps; start a fresh arena
-	return nil
-}

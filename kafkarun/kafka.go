@@ -2,8 +2,10 @@ package kafkarun
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,7 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // clientOpts are the options every client of the job shares: brokers,
@@ -320,6 +324,35 @@ func (w *errWindow) observe(err error) error {
 	}
 	if now.Sub(w.since) > persistentErrors {
 		return err
+	}
+	return nil
+}
+
+// writeEpochMarkers writes a version epoch marker to every keyed partition
+// (see package version): every start of an instance raises the epoch of
+// every partition, so the versions of everything keyed from now on exceed
+// those of anything emitted before — by an earlier keyed topic of the same
+// name, a `replay` backfill of the same table, or a partition layout that
+// has changed. The markers are written, acknowledged by all in-sync
+// replicas, before this instance keys anything.
+func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, top topology, now time.Time) error {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		return fmt.Errorf("cdcjoin: kafka client: %w", err)
+	}
+	defer cl.Close()
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return fmt.Errorf("cdcjoin: epoch marker nonce: %w", err)
+	}
+	writer := cfg.Kafka.InstanceID + "/" + hex.EncodeToString(nonce[:])
+	key := keyed.AppendEpochMarker(nil, version.Propose(now), writer)
+	recs := make([]*kgo.Record, top.keyedParts)
+	for p := range recs {
+		recs[p] = &kgo.Record{Topic: cfg.Kafka.KeyedTopic(), Partition: int32(p), Key: key, Value: keyed.EpochMarkerValue()}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("cdcjoin: write version epoch markers to %s: %w", cfg.Kafka.KeyedTopic(), err)
 	}
 	return nil
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
@@ -54,9 +56,11 @@ type keying struct {
 	top  topology
 	sess *kgo.GroupTransactSession
 
-	decParent, decChild *debezium.Decoder
-	keyer               *keyed.Keyer
-	ev                  debezium.Event
+	dec     *job.Decoder
+	keyer   *keyed.Keyer
+	policy  deadletter.Policy
+	ev      debezium.Event
+	srcPart int32 // source partition of the record being keyed (changelog partition)
 
 	mu  sync.Mutex
 	idx map[sourcePart]*joinstate.Store // source partition → its index
@@ -64,19 +68,25 @@ type keying struct {
 	txns map[sourcePart]*joinstate.Txn // per transaction
 	perr error                         // first produce error of the transaction
 	pmu  sync.Mutex
+	pctx context.Context // produce context of the transaction in progress
 }
 
 func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
 	k := &keying{
 		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
-		decParent: debezium.NewDecoder(spec.ParentColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
-		decChild:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
-		keyer:     keyed.NewKeyer(spec),
-		idx:       map[sourcePart]*joinstate.Store{},
-		txns:      map[sourcePart]*joinstate.Txn{},
+		dec:   job.NewDecoder(cfg, spec),
+		keyer: keyed.NewKeyer(spec),
+		idx:   map[sourcePart]*joinstate.Store{},
+		txns:  map[sourcePart]*joinstate.Txn{},
 	}
 	// The keyed topic is compacted: parent rows must be complete in it.
 	k.keyer.ResolveParents = true
+	// Every index write goes to the index's changelog topic, in the same
+	// transaction.
+	k.keyer.Changelog = k.changelog
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		k.policy.Writer = k
+	}
 	kc := &cfg.Kafka
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(kc.KeyingGroup()),
@@ -251,13 +261,8 @@ func (k *keying) abortTxns() {
 // record keys one source record. Bad records follow the error policy; other
 // errors are fatal.
 func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
-	side, dec := row.Parent, k.decParent
-	if r.Topic == k.cfg.Child.Topic {
-		side, dec = row.Child, k.decChild
-	}
-	ok, err := dec.Decode(r.Key, r.Value, &k.ev)
+	side, ok, err := k.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &k.ev)
 	if err != nil {
-		err = debezium.AtPosition(err, r.Topic, r.Partition, r.Offset)
 		var de *debezium.DecodeError
 		kind := "decode"
 		if errors.As(err, &de) {
@@ -274,8 +279,9 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 	if err != nil {
 		return err
 	}
+	k.srcPart, k.pctx = r.Partition, pctx
 	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
-		return k.produce(pctx, r.Partition, in)
+		return k.produce(pctx, in)
 	})
 	var ke *keyed.KeyError
 	if errors.As(err, &ke) {
@@ -314,8 +320,9 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", sp.side, err)
 	}
-	s, err := joinstate.Open(joinstate.Options{Dir: dir, CacheBytes: 8 << 20, MemTableBytes: 8 << 20,
-		RowCacheBytes: k.cfg.State.RowCacheBytes()})
+	so := job.StateOptions(k.cfg, dir)
+	so.CacheBytes = 8 << 20
+	s, err := joinstate.Open(so)
 	if err != nil {
 		return nil, err
 	}
@@ -346,9 +353,8 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	return s, nil
 }
 
-// produce sends the keyed record(s) of in, and its child-index changelog
-// record (child or parent index), within the current transaction.
-func (k *keying) produce(ctx context.Context, srcPart int32, in *keyed.Input) error {
+// produce sends the keyed record(s) of in within the current transaction.
+func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
 	key := keyed.AppendRecordKey(nil, in)
 	val := keyed.AppendRecordValue(nil, in)
 	topic := k.cfg.Kafka.KeyedTopic()
@@ -360,20 +366,17 @@ func (k *keying) produce(ctx context.Context, srcPart int32, in *keyed.Input) er
 		return nil
 	}
 	k.sess.Produce(ctx, &kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val}, k.promise)
-	switch in.Kind {
-	case keyed.ChildUpsert:
-		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ChildIndexTopic(), Partition: srcPart,
-			Key: append([]byte(nil), in.ChildKey...), Value: joinstate.AppendIndexEntry(nil, in.JoinKey, in.Row)}, k.promise)
-	case keyed.ChildDelete:
-		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ChildIndexTopic(), Partition: srcPart,
-			Key: append([]byte(nil), in.ChildKey...)}, k.promise)
-	case keyed.ParentUpsert:
-		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ParentIndexTopic(), Partition: srcPart,
-			Key: append([]byte(nil), in.JoinKey...), Value: row.AppendRow(nil, in.Row)}, k.promise)
-	case keyed.ParentDelete:
-		k.sess.Produce(ctx, &kgo.Record{Topic: k.cfg.Kafka.ParentIndexTopic(), Partition: srcPart,
-			Key: append([]byte(nil), in.JoinKey...)}, k.promise)
+	return nil
+}
+
+// changelog mirrors one index write of the keyer to the index's changelog
+// topic (partition = the source partition), within the current transaction.
+func (k *keying) changelog(side row.Side, key, entry []byte) error {
+	r := &kgo.Record{Topic: k.indexTopic(side), Partition: k.srcPart, Key: append([]byte(nil), key...)}
+	if entry != nil {
+		r.Value = append([]byte(nil), entry...)
 	}
+	k.sess.Produce(k.pctx, r, k.promise)
 	return nil
 }
 
@@ -394,36 +397,31 @@ func (k *keying) promise(_ *kgo.Record, err error) {
 // dead-letter topic inside the transaction.
 func (k *keying) bad(ctx context.Context, r *kgo.Record, kind string, err error) error {
 	k.m.Errors.WithLabelValues("keying", kind).Inc()
-	if k.cfg.Errors.Policy != config.PolicyDLQ {
-		return err
+	l := deadletter.Letter{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+		Stage: "keying", Kind: kind, Err: err}
+	for _, h := range r.Headers {
+		l.Headers = append(l.Headers, deadletter.Header{Key: h.Key, Value: h.Value})
 	}
+	return k.policy.Handle(ctx, &l)
+}
+
+// DeadLetter implements deadletter.Writer: the letter goes to the
+// dead-letter topic in the transaction in progress.
+func (k *keying) DeadLetter(ctx context.Context, l *deadletter.Letter) error {
 	k.m.DeadLettered.WithLabelValues("keying").Inc()
-	k.log.Warn("bad record sent to the dead-letter topic", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-	k.sess.Produce(ctx, DeadLetter(r, k.cfg.Errors.DLQTopic, "keying", err), k.promise)
+	k.log.Warn("bad record sent to the dead-letter topic", "topic", l.Topic, "partition", l.Partition, "offset", l.Offset, "err", l.Err)
+	k.sess.Produce(ctx, DeadLetterRecord(l, k.cfg.Errors.DLQTopic), k.promise)
 	return nil
 }
 
-// Dead-letter record headers.
-const (
-	HeaderSourceTopic     = "cdcjoin.source.topic"
-	HeaderSourcePartition = "cdcjoin.source.partition"
-	HeaderSourceOffset    = "cdcjoin.source.offset"
-	HeaderError           = "cdcjoin.error"
-	HeaderStage           = "cdcjoin.stage"
-)
-
-// DeadLetter returns the dead-letter record of r: its key, value and
-// headers, plus provenance headers, for partition 0 of topic.
-func DeadLetter(r *kgo.Record, topic, stage string, err error) *kgo.Record {
-	h := append([]kgo.RecordHeader(nil), r.Headers...)
-	h = append(h,
-		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(err.Error())},
-		kgo.RecordHeader{Key: HeaderStage, Value: []byte(stage)},
-	)
-	return &kgo.Record{Topic: topic, Partition: 0, Key: r.Key, Value: r.Value, Headers: h}
+// DeadLetterRecord returns the dead-letter record of l: the original key,
+// value and headers plus the provenance headers, for partition 0 of topic.
+func DeadLetterRecord(l *deadletter.Letter, topic string) *kgo.Record {
+	var hs []kgo.RecordHeader
+	for _, h := range l.ProvenanceHeaders() {
+		hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return &kgo.Record{Topic: topic, Partition: 0, Key: l.Key, Value: l.Value, Headers: hs}
 }
 
 func keysOf[V any](m map[int32]V) []int32 {

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/deadletter"
 )
 
 // poisons returns three bad users records: malformed JSON, an unknown op,
@@ -123,16 +123,16 @@ func TestPoisonDLQ(t *testing.T) {
 		for _, x := range r.Headers {
 			h[x.Key] = string(x.Value)
 		}
-		if h[kafkarun.HeaderSourceTopic] != cdcgen.DefaultParentTopic || h[kafkarun.HeaderSourcePartition] == "" ||
-			h[kafkarun.HeaderSourceOffset] == "" || h[kafkarun.HeaderStage] != "keying" || h[kafkarun.HeaderError] == "" {
+		if h[deadletter.HeaderSourceTopic] != cdcgen.DefaultParentTopic || h[deadletter.HeaderSourcePartition] == "" ||
+			h[deadletter.HeaderSourceOffset] == "" || h[deadletter.HeaderStage] != "keying" || h[deadletter.HeaderError] == "" {
 			t.Errorf("dead letter lacks provenance: %v", h)
 		}
 		for _, k := range []string{"malformed", "unknown_op", "type_mismatch"} {
-			if strings.Contains(h[kafkarun.HeaderError], k) {
+			if strings.Contains(h[deadletter.HeaderError], k) {
 				kinds[k] = true
 			}
 		}
-		t.Logf("dead letter: %s", h[kafkarun.HeaderError])
+		t.Logf("dead letter: %s", h[deadletter.HeaderError])
 	}
 	if len(kinds) != 3 {
 		t.Errorf("error kinds seen %v, want malformed, unknown_op, type_mismatch", kinds)

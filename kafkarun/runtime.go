@@ -49,7 +49,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
@@ -146,7 +146,16 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		return err
 	}
-	spec := keyed.NewSpec(cfg)
+	spec, err := job.Spec(cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeEpochMarkers(ctx, cfg, base, top, time.Now()); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -36,36 +36,26 @@ func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]row.Colu
 		return nil, fmt.Errorf("cdcjoin: sample types: %w", err)
 	}
 	defer cl.Close()
-	spec := keyed.NewSpec(cfg)
-	decs := map[string]*debezium.Decoder{
-		cfg.Parent.Topic: debezium.NewDecoder(spec.ParentColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
-		cfg.Child.Topic:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}),
+	spec, err := job.Spec(cfg)
+	if err != nil {
+		return nil, err
 	}
-	side := map[string]row.Side{cfg.Parent.Topic: row.Parent, cfg.Child.Topic: row.Child}
-	seen := map[row.Side][]row.ColumnType{}
+	dec := job.NewDecoder(cfg, spec)
+	var types job.Types
 	var ev debezium.Event
-	for n := 0; n < limit && len(seen) < 2 && ctx.Err() == nil; {
+	for n := 0; n < limit && !types.Complete() && ctx.Err() == nil; {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollRecords(pctx, 500)
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			if _, ok := seen[side[r.Topic]]; ok {
-				return
-			}
-			if ok, err := decs[r.Topic].Decode(r.Key, r.Value, &ev); err == nil && ok && ev.Types != nil {
-				seen[side[r.Topic]] = append([]row.ColumnType(nil), ev.Types...)
+			if side, ok, err := dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &ev); err == nil && ok {
+				types.Observe(side, &ev)
 			}
 		})
 		if fs.Empty() && ctx.Err() == nil && pctx.Err() == nil {
 			break
 		}
 	}
-	out := make([]row.ColumnType, len(spec.Out))
-	for i, o := range spec.Out {
-		if ts := seen[o.Side]; o.Index < len(ts) {
-			out[i] = ts[o.Index]
-		}
-	}
-	return out, nil
+	return types.Output(spec), nil
 }

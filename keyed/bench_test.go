@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -20,7 +21,7 @@ func benchSetup(b *testing.B, join string) (*keyed.Spec, *joinstate.Store) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	return keyed.NewSpec(cfg), st
+	return job.MustSpec(cfg), st
 }
 
 // BenchmarkJoinApply measures keyed child upserts joined against existing

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -41,16 +41,46 @@ state: {dir: /dd}
 `
 
 type ddHarness struct {
+	mem     bool // run on keyed.MemState instead of pebble
 	spec    *keyed.Spec
 	store   *joinstate.Store
+	model   *keyed.MemState
 	keyer   *keyed.Keyer
 	join    *keyed.Join
 	version uint64
 }
 
+// state is what one event runs on: a pebble Txn (commit or abort) or the
+// in-memory model (undone on abort by restoring a snapshot).
+type ddState interface {
+	keyed.State
+	keyed.Index
+}
+
+func (h *ddHarness) begin() (ddState, func(ok bool) error) {
+	if h.mem {
+		snap := h.model.Clone()
+		return h.model, func(ok bool) error {
+			if !ok {
+				h.model = snap
+			}
+			return nil
+		}
+	}
+	txn := h.store.Begin()
+	return txn, func(ok bool) error {
+		if !ok {
+			txn.Abort()
+			return nil
+		}
+		return txn.Commit()
+	}
+}
+
 func (h *ddHarness) close() {
 	if h.store != nil {
 		h.store.Close()
+		h.store = nil
 	}
 }
 
@@ -94,9 +124,21 @@ func fmtChange(c *row.Change) string {
 	return s
 }
 
+// TestGolden runs every golden file twice, on pebble and on the in-memory
+// model: both must print exactly the expected output.
 func TestGolden(t *testing.T) {
+	for _, mem := range []bool{false, true} {
+		name := "pebble"
+		if mem {
+			name = "memstate"
+		}
+		t.Run(name, func(t *testing.T) { golden(t, mem) })
+	}
+}
+
+func golden(t *testing.T, mem bool) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		h := &ddHarness{}
+		h := &ddHarness{mem: mem}
 		defer h.close()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
@@ -108,9 +150,10 @@ func TestGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h.spec = keyed.NewSpec(cfg)
-				h.store, err = joinstate.Open(joinstate.Options{Dir: "/dd", FS: vfs.NewMem()})
-				if err != nil {
+				h.spec = job.MustSpec(cfg)
+				if h.mem {
+					h.model = keyed.NewMemState()
+				} else if h.store, err = joinstate.Open(joinstate.Options{Dir: "/dd", FS: vfs.NewMem()}); err != nil {
 					t.Fatal(err)
 				}
 				h.keyer, h.join, h.version = keyed.NewKeyer(h.spec), keyed.NewJoin(h.spec), 0
@@ -120,10 +163,12 @@ func TestGolden(t *testing.T) {
 				return h.event(t, d)
 			case "table":
 				var b strings.Builder
-				err := engine.Materialize(h.store, h.spec, func(_, _ []row.Value, vals []row.Value) error {
+				st, end := h.begin()
+				err := keyed.Materialize(st, h.spec, func(_, _ []row.Value, vals []row.Value) error {
 					fmt.Fprintf(&b, "%s\n", fmtValues(vals))
 					return nil
 				})
+				end(false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -189,20 +234,20 @@ func (h *ddHarness) event(t *testing.T, d *datadriven.TestData) string {
 			}
 		}
 	}
-	txn := h.store.Begin()
+	st, end := h.begin()
 	var b strings.Builder
-	err := h.keyer.Key(txn, side, &ev, func(in *keyed.Input) error {
+	err := h.keyer.Key(st, side, &ev, func(in *keyed.Input) error {
 		h.version++
-		return h.join.Apply(txn, in, h.version, func(c *row.Change) error {
+		return h.join.Apply(st, in, h.version, func(c *row.Change) error {
 			fmt.Fprintln(&b, fmtChange(c))
 			return nil
 		})
 	})
 	if err != nil {
-		txn.Abort()
+		end(false)
 		return "error: " + err.Error()
 	}
-	if err := txn.Commit(); err != nil {
+	if err := end(true); err != nil {
 		t.Fatal(err)
 	}
 	if b.Len() == 0 {

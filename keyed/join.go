@@ -3,8 +3,6 @@ package keyed
 import (
 	"fmt"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -19,6 +17,10 @@ const (
 	ChildDelete
 	// Truncate clears one side (Input.Side).
 	Truncate
+	// EpochMarker raises the version epoch (Input.Epoch) of the keyed
+	// partition it is read from. It changes no state: the driver applies it
+	// to its version.Clock; Join.Apply rejects it.
+	EpochMarker
 )
 
 func (k InputKind) String() string {
@@ -33,6 +35,8 @@ func (k InputKind) String() string {
 		return "child_delete"
 	case Truncate:
 		return "truncate"
+	case EpochMarker:
+		return "epoch_marker"
 	}
 	return "invalid"
 }
@@ -50,6 +54,8 @@ type Input struct {
 	// Row is the projected row for upserts; it may hold KindUnavailable
 	// placeholders, which keep the stored value.
 	Row []row.Value
+	// Epoch is an EpochMarker's proposed epoch.
+	Epoch uint64
 	// Absent (child upserts) says the child is known not to be stored under
 	// JoinKey, so the join skips looking it up. The Keyer sets it from its
 	// child index; it is only valid where keyer and join share one state
@@ -78,12 +84,15 @@ type Join struct {
 	spec  *Spec
 	Stats Stats
 
-	parent, oldParent joinstate.ParentRecord
-	child, oldChild   joinstate.ChildRecord
+	parent, oldParent ParentRecord
+	child, oldChild   ChildRecord
 	change            row.Change
 	pkey, ckey        []row.Value
 	vals, prev        []row.Value
 	fan               uint64
+	enc               []byte // scratch: records being stored
+	scanParent        ParentRecord
+	scanChild         ChildRecord
 }
 
 // NewJoin returns a join operator for spec.
@@ -92,7 +101,7 @@ func NewJoin(spec *Spec) *Join { return &Join{spec: spec} }
 // Apply applies one input with the given version. Versions must increase
 // from one Apply to the next on the same state; every change emitted by this
 // call carries version. Errors come from the state (wrapped) or from emit.
-func (j *Join) Apply(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
+func (j *Join) Apply(t State, in *Input, version uint64, emit Emit) error {
 	j.Stats.Inputs++
 	j.fan = 0
 	var err error
@@ -168,8 +177,8 @@ func (j *Join) emit(emit Emit, op row.ChangeOp, version uint64, joinKey, childKe
 	return emit(c)
 }
 
-func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
-	had, err := t.Parent(in.JoinKey, &j.oldParent)
+func (j *Join) parentUpsert(t State, in *Input, version uint64, emit Emit) error {
+	had, err := j.readParent(t, in.JoinKey, &j.oldParent)
 	if err != nil {
 		return err
 	}
@@ -184,7 +193,7 @@ func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Em
 		j.parent.PadVersion = 0
 	}
 	any := false
-	err = t.Children(in.JoinKey, func(ck []byte, c *joinstate.ChildRecord) error {
+	err = j.eachChild(func(fn func(ck, v []byte) error) error { return t.Children(in.JoinKey, fn) }, func(ck []byte, c *ChildRecord) error {
 		any = true
 		j.vals = j.spec.Output(j.vals, j.parent.Row, c.Row)
 		var prev []row.Value
@@ -198,7 +207,7 @@ func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Em
 	if err != nil {
 		return err
 	}
-	if !any && j.spec.Join == config.Left {
+	if !any && j.spec.Left {
 		j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
 		var prev []row.Value
 		var prevVer uint64
@@ -211,11 +220,11 @@ func (j *Join) parentUpsert(t *joinstate.Txn, in *Input, version uint64, emit Em
 			return err
 		}
 	}
-	return t.PutParent(in.JoinKey, &j.parent)
+	return t.PutParent(in.JoinKey, j.encParent(&j.parent))
 }
 
-func (j *Join) parentDelete(t *joinstate.Txn, joinKey []byte, version uint64, emit Emit) error {
-	had, err := t.Parent(joinKey, &j.oldParent)
+func (j *Join) parentDelete(t State, joinKey []byte, version uint64, emit Emit) error {
+	had, err := j.readParent(t, joinKey, &j.oldParent)
 	if err != nil || !had {
 		return err
 	}
@@ -226,10 +235,10 @@ func (j *Join) parentDelete(t *joinstate.Txn, joinKey []byte, version uint64, em
 }
 
 // retractParentRows retracts every joined row of parent p.
-func (j *Join) retractParentRows(t *joinstate.Txn, joinKey []byte, p *joinstate.ParentRecord, version uint64, emit Emit) error {
-	children := func(fn func([]byte, *joinstate.ChildRecord) error) error { return t.Children(joinKey, fn) }
+func (j *Join) retractParentRows(t State, joinKey []byte, p *ParentRecord, version uint64, emit Emit) error {
+	children := func(fn func(ck, v []byte) error) error { return t.Children(joinKey, fn) }
 	any, err := j.retractChildren(joinKey, p, children, version, emit)
-	if err != nil || any || j.spec.Join != config.Left {
+	if err != nil || any || !j.spec.Left {
 		return err
 	}
 	j.vals = j.spec.Output(j.vals, p.Row, nil)
@@ -238,9 +247,9 @@ func (j *Join) retractParentRows(t *joinstate.Txn, joinKey []byte, p *joinstate.
 
 // retractChildren retracts the rows joining parent p with each child
 // children streams, and reports whether there was any.
-func (j *Join) retractChildren(joinKey []byte, p *joinstate.ParentRecord, children joinstate.ChildScan, version uint64, emit Emit) (bool, error) {
+func (j *Join) retractChildren(joinKey []byte, p *ParentRecord, children ChildScan, version uint64, emit Emit) (bool, error) {
 	any := false
-	err := children(func(ck []byte, c *joinstate.ChildRecord) error {
+	err := j.eachChild(children, func(ck []byte, c *ChildRecord) error {
 		any = true
 		j.vals = j.spec.Output(j.vals, p.Row, c.Row)
 		return j.emit(emit, row.Retract, version, joinKey, ck, j.vals, nil, max(p.Version, c.Version))
@@ -248,11 +257,11 @@ func (j *Join) retractChildren(joinKey []byte, p *joinstate.ParentRecord, childr
 	return any, err
 }
 
-func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emit) error {
+func (j *Join) childUpsert(t State, in *Input, version uint64, emit Emit) error {
 	had := false
 	if !in.Absent {
 		var err error
-		if had, err = t.Child(in.JoinKey, in.ChildKey, &j.oldChild); err != nil {
+		if had, err = j.readChild(t, in.JoinKey, in.ChildKey, &j.oldChild); err != nil {
 			return err
 		}
 	}
@@ -262,12 +271,12 @@ func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emi
 		return nil
 	}
 	j.child.Version = version
-	hasParent, err := t.Parent(in.JoinKey, &j.parent)
+	hasParent, err := j.readParent(t, in.JoinKey, &j.parent)
 	if err != nil {
 		return err
 	}
 	if hasParent {
-		if !had && j.spec.Join == config.Left {
+		if !had && j.spec.Left {
 			others, err := t.HasChildren(in.JoinKey, in.ChildKey)
 			if err != nil {
 				return err
@@ -290,18 +299,18 @@ func (j *Join) childUpsert(t *joinstate.Txn, in *Input, version uint64, emit Emi
 			return err
 		}
 	}
-	return t.PutChild(in.JoinKey, in.ChildKey, &j.child)
+	return t.PutChild(in.JoinKey, in.ChildKey, j.encChild(&j.child))
 }
 
-func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version uint64, emit Emit) error {
-	had, err := t.Child(joinKey, childKey, &j.oldChild)
+func (j *Join) childDelete(t State, joinKey, childKey []byte, version uint64, emit Emit) error {
+	had, err := j.readChild(t, joinKey, childKey, &j.oldChild)
 	if err != nil || !had {
 		return err
 	}
 	if err := t.DeleteChild(joinKey, childKey); err != nil {
 		return err
 	}
-	hasParent, err := t.Parent(joinKey, &j.parent)
+	hasParent, err := j.readParent(t, joinKey, &j.parent)
 	if err != nil || !hasParent {
 		return err
 	}
@@ -309,7 +318,7 @@ func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version u
 	if err := j.emit(emit, row.Retract, version, joinKey, childKey, j.vals, nil, max(j.parent.Version, j.oldChild.Version)); err != nil {
 		return err
 	}
-	if j.spec.Join != config.Left {
+	if !j.spec.Left {
 		return nil
 	}
 	others, err := t.HasChildren(joinKey, childKey)
@@ -321,14 +330,14 @@ func (j *Join) childDelete(t *joinstate.Txn, joinKey, childKey []byte, version u
 		return err
 	}
 	j.parent.PadVersion = version
-	return t.PutParent(joinKey, &j.parent)
+	return t.PutParent(joinKey, j.encParent(&j.parent))
 }
 
 // truncateParents retracts every joined row and deletes all parents.
-func (j *Join) truncateParents(t *joinstate.Txn, version uint64, emit Emit) error {
-	err := t.Groups(func(jk []byte, p *joinstate.ParentRecord, children joinstate.ChildScan) error {
+func (j *Join) truncateParents(t State, version uint64, emit Emit) error {
+	err := j.groups(t, func(jk []byte, p *ParentRecord, children ChildScan) error {
 		any, err := j.retractChildren(jk, p, children, version, emit)
-		if err != nil || any || j.spec.Join != config.Left {
+		if err != nil || any || !j.spec.Left {
 			return err
 		}
 		j.vals = j.spec.Output(j.vals, p.Row, nil)
@@ -343,10 +352,10 @@ func (j *Join) truncateParents(t *joinstate.Txn, version uint64, emit Emit) erro
 // truncateChildren retracts every parent-child row, pads parents in a LEFT
 // join, and deletes all children. Parent record writes (the pad version) do
 // not disturb the scan in progress.
-func (j *Join) truncateChildren(t *joinstate.Txn, version uint64, emit Emit) error {
-	err := t.Groups(func(jk []byte, p *joinstate.ParentRecord, children joinstate.ChildScan) error {
+func (j *Join) truncateChildren(t State, version uint64, emit Emit) error {
+	err := j.groups(t, func(jk []byte, p *ParentRecord, children ChildScan) error {
 		any, err := j.retractChildren(jk, p, children, version, emit)
-		if err != nil || !any || j.spec.Join != config.Left {
+		if err != nil || !any || !j.spec.Left {
 			return err
 		}
 		j.vals = j.spec.Output(j.vals, p.Row, nil)
@@ -354,10 +363,61 @@ func (j *Join) truncateChildren(t *joinstate.Txn, version uint64, emit Emit) err
 			return err
 		}
 		p.PadVersion = version
-		return t.PutParent(jk, p)
+		return t.PutParent(jk, j.encParent(p))
 	})
 	if err != nil {
 		return err
 	}
 	return t.ClearChildren()
+}
+
+// readParent reads and decodes joinKey's parent into rec.
+func (j *Join) readParent(t State, joinKey []byte, rec *ParentRecord) (bool, error) {
+	v, ok, err := t.Parent(joinKey)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, DecodeParent(v, rec)
+}
+
+// readChild reads and decodes child (joinKey, childKey) into rec.
+func (j *Join) readChild(t State, joinKey, childKey []byte, rec *ChildRecord) (bool, error) {
+	v, ok, err := t.Child(joinKey, childKey)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, DecodeChild(v, rec)
+}
+
+// encParent encodes rec into the Join's scratch buffer (valid until the
+// next encoding).
+func (j *Join) encParent(rec *ParentRecord) []byte {
+	j.enc = AppendParent(j.enc[:0], rec)
+	return j.enc
+}
+
+// encChild encodes rec into the Join's scratch buffer.
+func (j *Join) encChild(rec *ChildRecord) []byte {
+	j.enc = AppendChild(j.enc[:0], rec)
+	return j.enc
+}
+
+// eachChild runs scan, decoding each child into a reused record for fn.
+func (j *Join) eachChild(scan ChildScan, fn func(childKey []byte, c *ChildRecord) error) error {
+	return scan(func(ck, v []byte) error {
+		if err := DecodeChild(v, &j.scanChild); err != nil {
+			return err
+		}
+		return fn(ck, &j.scanChild)
+	})
+}
+
+// groups runs t.Groups, decoding each parent into a reused record for fn.
+func (j *Join) groups(t State, fn func(joinKey []byte, p *ParentRecord, children ChildScan) error) error {
+	return t.Groups(func(jk, v []byte, children ChildScan) error {
+		if err := DecodeParent(v, &j.scanParent); err != nil {
+			return err
+		}
+		return fn(jk, &j.scanParent, children)
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -36,6 +35,13 @@ type Keyer struct {
 	// would otherwise merge with); a join on the same state does not.
 	ResolveParents bool
 
+	// Changelog, if set, receives every index write as it is made: side's
+	// index key and entry (the bytes stored), entry nil for a delete. A
+	// keying stage mirrors them to its index changelog topics. Clears (a
+	// truncate) are not reported. The slices are only valid during the
+	// call. An error aborts Key.
+	Changelog func(side row.Side, key, entry []byte) error
+
 	spec *Spec
 
 	in          Input
@@ -51,7 +57,7 @@ func NewKeyer(spec *Spec) *Keyer { return &Keyer{spec: spec} }
 // Key emits the Inputs for ev, read from side's topic, updating the child
 // index in t. The Input passed to out is reused after out returns. Errors are
 // *KeyError for events that cannot be keyed, state errors, or out's.
-func (k *Keyer) Key(t *joinstate.Txn, side row.Side, ev *debezium.Event, out func(*Input) error) error {
+func (k *Keyer) Key(t Index, side row.Side, ev *debezium.Event, out func(*Input) error) error {
 	if ev.Op == debezium.OpTruncate {
 		if side == row.Child {
 			if err := t.ClearChildIndex(); err != nil {
@@ -99,7 +105,7 @@ func pkOf(dst []byte, ev *debezium.Event, idx []int) ([]byte, bool) {
 	return dst, false
 }
 
-func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) error) error {
+func (k *Keyer) parent(t Index, ev *debezium.Event, out func(*Input) error) error {
 	s := k.spec
 	switch ev.Op {
 	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
@@ -117,7 +123,7 @@ func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) er
 			if old, ok := keyOf(k.ojk[:0], ev.Before.Values, s.ParentKey); ok && string(old) != string(k.jk) {
 				k.ojk = old
 				if k.ResolveParents {
-					if err := t.DeleteParentIndex(k.ojk); err != nil {
+					if err := k.deleteIndex(t, row.Parent, k.ojk); err != nil {
 						return err
 					}
 				}
@@ -131,7 +137,7 @@ func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) er
 		if k.ResolveParents {
 			var had bool
 			var err error
-			k.ovals, had, err = t.ParentIndex(k.jk, k.ovals)
+			k.ovals, had, err = k.parentIndex(t, k.jk)
 			if err != nil {
 				return err
 			}
@@ -141,7 +147,7 @@ func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) er
 				return nil // an update of unprojected columns only, or a redelivery
 			}
 			k.entry = row.AppendRow(k.entry[:0], k.vals)
-			if err := t.SetParentIndex(k.jk, k.entry); err != nil {
+			if err := k.setIndex(t, row.Parent, k.jk, k.entry); err != nil {
 				return err
 			}
 			after = k.vals
@@ -155,7 +161,7 @@ func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) er
 			return &KeyError{row.Parent, ev.Op, "delete without primary key in `before` or the record key"}
 		}
 		if k.ResolveParents {
-			if err := t.DeleteParentIndex(k.jk); err != nil {
+			if err := k.deleteIndex(t, row.Parent, k.jk); err != nil {
 				return err
 			}
 		}
@@ -165,7 +171,7 @@ func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) er
 	return &KeyError{row.Parent, ev.Op, "unsupported op"}
 }
 
-func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) error) error {
+func (k *Keyer) child(t Index, ev *debezium.Event, out func(*Input) error) error {
 	s := k.spec
 	switch ev.Op {
 	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
@@ -187,7 +193,7 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		}
 		var had bool
 		var err error
-		k.ojk, k.ovals, had, err = t.ChildIndex(k.ojk[:0], k.ck, k.ovals)
+		had, err = k.childIndex(t, k.ck)
 		if err != nil {
 			return err
 		}
@@ -212,12 +218,12 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		if !hasKey {
 			// NULL foreign key: the child joins nothing.
 			if had {
-				return t.DeleteChildIndex(k.ck)
+				return k.deleteIndex(t, row.Child, k.ck)
 			}
 			return nil
 		}
-		k.entry = joinstate.AppendIndexEntry(k.entry[:0], k.jk, k.vals)
-		if err := t.SetChildIndex(k.ck, k.entry); err != nil {
+		k.entry = AppendIndexEntry(k.entry[:0], k.jk, k.vals)
+		if err := k.setIndex(t, row.Child, k.ck, k.entry); err != nil {
 			return err
 		}
 		k.in = Input{Kind: ChildUpsert, Side: row.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.vals,
@@ -236,14 +242,14 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 
 // childGone emits a ChildDelete for ck at its indexed join key, if any, and
 // forgets it.
-func (k *Keyer) childGone(t *joinstate.Txn, ck []byte, out func(*Input) error) error {
+func (k *Keyer) childGone(t Index, ck []byte, out func(*Input) error) error {
 	var had bool
 	var err error
-	k.ojk, k.ovals, had, err = t.ChildIndex(k.ojk[:0], ck, k.ovals)
+	had, err = k.childIndex(t, ck)
 	if err != nil || !had {
 		return err
 	}
-	if err := t.DeleteChildIndex(ck); err != nil {
+	if err := k.deleteIndex(t, row.Child, ck); err != nil {
 		return err
 	}
 	k.in = Input{Kind: ChildDelete, Side: row.Child, JoinKey: k.ojk, ChildKey: ck}
@@ -265,4 +271,58 @@ func complete(dst, vals, old []row.Value, had bool) ([]row.Value, bool) {
 		}
 	}
 	return dst, same
+}
+
+// childIndex reads ck's index entry into k.ojk (the join key it lives
+// under) and k.ovals (its last row).
+func (k *Keyer) childIndex(t Index, ck []byte) (bool, error) {
+	e, ok, err := t.ChildIndex(ck)
+	if !ok || err != nil {
+		return false, err
+	}
+	var jk []byte
+	if jk, k.ovals, err = DecodeIndexEntry(e, k.ovals); err != nil {
+		return false, err
+	}
+	k.ojk = append(k.ojk[:0], jk...)
+	return true, nil
+}
+
+// parentIndex reads pk's last row from the parent index.
+func (k *Keyer) parentIndex(t Index, pk []byte) ([]row.Value, bool, error) {
+	e, ok, err := t.ParentIndex(pk)
+	if !ok || err != nil {
+		return k.ovals, false, err
+	}
+	vals, err := row.DecodeRow(k.ovals[:0], e)
+	return vals, err == nil, err
+}
+
+// setIndex stores side's index entry for key and reports it to Changelog.
+func (k *Keyer) setIndex(t Index, side row.Side, key, entry []byte) error {
+	var err error
+	if side == row.Parent {
+		err = t.SetParentIndex(key, entry)
+	} else {
+		err = t.SetChildIndex(key, entry)
+	}
+	if err == nil && k.Changelog != nil {
+		err = k.Changelog(side, key, entry)
+	}
+	return err
+}
+
+// deleteIndex deletes side's index entry for key and reports it to
+// Changelog.
+func (k *Keyer) deleteIndex(t Index, side row.Side, key []byte) error {
+	var err error
+	if side == row.Parent {
+		err = t.DeleteParentIndex(key)
+	} else {
+		err = t.DeleteChildIndex(key)
+	}
+	if err == nil && k.Changelog != nil {
+		err = k.Changelog(side, key, nil)
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/row"
@@ -21,6 +22,7 @@ const (
 	recParent   = 'P'
 	recChild    = 'C'
 	recTruncate = 'T'
+	recEpoch    = 'E'
 	valueV1     = 0x01
 )
 
@@ -59,6 +61,12 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 	}
 	*in = Input{Row: in.Row[:0]}
 	switch key[0] {
+	case recEpoch:
+		if len(key) < 9 {
+			return fmt.Errorf("cdcjoin: keyed record: epoch marker key too short (%d bytes)", len(key))
+		}
+		in.Kind, in.Epoch = EpochMarker, binary.BigEndian.Uint64(key[1:9])
+		return nil
 	case recTruncate:
 		in.Kind = Truncate
 		switch key[1] {
@@ -106,6 +114,17 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 	}
 	return nil
 }
+
+// AppendEpochMarker appends the keyed-topic record key of an epoch marker
+// proposing epoch, written by writer (unique per write: an instance id and
+// a nonce); its value is EpochMarkerValue().
+func AppendEpochMarker(dst []byte, epoch uint64, writer string) []byte {
+	dst = binary.BigEndian.AppendUint64(append(dst, recEpoch), epoch)
+	return append(dst, writer...)
+}
+
+// EpochMarkerValue returns the value of an epoch marker record.
+func EpochMarkerValue() []byte { return []byte{valueV1} }
 
 // Partition returns the keyed-topic partition of a join key: FNV-1a 64 of
 // the encoded key, modulo n. Every input for one join key lands on one

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +12,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
@@ -88,25 +89,21 @@ func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 		return nil, fmt.Errorf("cdcjoin: %w", err)
 	}
 	defer f.Close()
-	spec := keyed.NewSpec(cfg)
-	decs := map[string]*debezium.Decoder{
-		cfg.Parent.Topic: debezium.NewDecoder(spec.ParentColumns, debezium.Options{}),
-		cfg.Child.Topic:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{}),
+	spec, err := job.Spec(cfg)
+	if err != nil {
+		return nil, err
 	}
-	side := map[string]row.Side{cfg.Parent.Topic: row.Parent, cfg.Child.Topic: row.Child}
-	seen := map[row.Side][]row.ColumnType{}
+	dec := job.NewDecoder(cfg, spec)
+	var types job.Types
 	var ev debezium.Event
-	errDone := fmt.Errorf("done")
+	errDone := errors.New("done")
 	err = engine.ReadJSONL(f, path, func(r *engine.Record) error {
-		d := decs[r.Topic]
-		if d == nil {
-			return nil
-		}
-		if ok, err := d.Decode(r.Key, r.Value, &ev); err != nil || !ok || ev.Types == nil {
+		side, ok, err := dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &ev)
+		if err != nil || !ok {
 			return nil // a sample: skip what does not help
 		}
-		seen[side[r.Topic]] = append([]row.ColumnType(nil), ev.Types...)
-		if len(seen) == 2 {
+		types.Observe(side, &ev)
+		if types.Complete() {
 			return errDone
 		}
 		return nil
@@ -114,11 +111,5 @@ func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 	if err != nil && err != errDone {
 		return nil, err
 	}
-	out := make([]row.ColumnType, len(spec.Out))
-	for i, o := range spec.Out {
-		if ts := seen[o.Side]; o.Index < len(ts) {
-			out[i] = ts[o.Index]
-		}
-	}
-	return out, nil
+	return types.Output(spec), nil
 }
