@@ -186,7 +186,7 @@ func (e *Engine) load() error {
 }
 
 // loadClock restores the version clock and input count; a new state starts
-// a clock at the current wall-clock second.
+// a clock at the current wall-clock millisecond.
 func (e *Engine) loadClock() error {
 	c, err := e.store.Meta(metaClock)
 	if err != nil {

@@ -17,6 +17,14 @@ const (
 	ChildDelete
 	// Truncate clears one side (Input.Side).
 	Truncate
+	// ParentLoad and ChildLoad store a record as is, with the versions it
+	// was last emitted with (Input.Version, Input.PadVersion), and emit
+	// nothing: the row is already in the sink. They carry state from
+	// elsewhere — a replay's state handed over to run, or rows moved
+	// between keyed partitions — so that later changes of the row cancel
+	// and supersede exactly what was emitted.
+	ParentLoad
+	ChildLoad
 	// EpochMarker raises the version epoch (Input.Epoch) of the keyed
 	// partition it is read from. It changes no state: the driver applies it
 	// to its version.Clock; Join.Apply rejects it.
@@ -35,6 +43,10 @@ func (k InputKind) String() string {
 		return "child_delete"
 	case Truncate:
 		return "truncate"
+	case ParentLoad:
+		return "parent_load"
+	case ChildLoad:
+		return "child_load"
 	case EpochMarker:
 		return "epoch_marker"
 	}
@@ -56,6 +68,9 @@ type Input struct {
 	Row []row.Value
 	// Epoch is an EpochMarker's proposed epoch.
 	Epoch uint64
+	// Version and PadVersion are a loaded record's versions (ParentLoad,
+	// ChildLoad).
+	Version, PadVersion uint64
 	// Absent (child upserts) says the child is known not to be stored under
 	// JoinKey, so the join skips looking it up. The Keyer sets it from its
 	// child index; it is only valid where keyer and join share one state
@@ -114,6 +129,12 @@ func (j *Join) Apply(t State, in *Input, version uint64, emit Emit) error {
 		err = j.childUpsert(t, in, version, emit)
 	case ChildDelete:
 		err = j.childDelete(t, in.JoinKey, in.ChildKey, version, emit)
+	case ParentLoad:
+		j.parent = ParentRecord{Version: in.Version, PadVersion: in.PadVersion, Row: append(j.parent.Row[:0], in.Row...)}
+		err = t.PutParent(in.JoinKey, j.encParent(&j.parent))
+	case ChildLoad:
+		j.child = ChildRecord{Version: in.Version, Row: append(j.child.Row[:0], in.Row...)}
+		err = t.PutChild(in.JoinKey, in.ChildKey, j.encChild(&j.child))
 	case Truncate:
 		if in.Side == row.Parent {
 			err = j.truncateParents(t, version, emit)

@@ -24,6 +24,7 @@ const (
 	recTruncate = 'T'
 	recEpoch    = 'E'
 	valueV1     = 0x01
+	valueLoad   = 0x02
 )
 
 // AppendRecordKey appends in's keyed-topic record key to dst.
@@ -31,7 +32,7 @@ func AppendRecordKey(dst []byte, in *Input) []byte {
 	switch in.Kind {
 	case Truncate:
 		return append(dst, recTruncate, sideByte(in.Side))
-	case ParentUpsert, ParentDelete:
+	case ParentUpsert, ParentDelete, ParentLoad:
 		return append(append(dst, recParent), in.JoinKey...)
 	default:
 		return append(append(append(dst, recChild), in.JoinKey...), in.ChildKey...)
@@ -44,6 +45,12 @@ func AppendRecordValue(dst []byte, in *Input) []byte {
 	switch in.Kind {
 	case ParentUpsert, ChildUpsert:
 		return row.AppendRow(append(dst, valueV1), in.Row)
+	case ParentLoad:
+		dst = binary.AppendUvarint(append(dst, valueLoad), in.Version)
+		return row.AppendRow(binary.AppendUvarint(dst, in.PadVersion), in.Row)
+	case ChildLoad:
+		dst = binary.AppendUvarint(append(dst, valueLoad), in.Version)
+		return row.AppendRow(dst, in.Row)
 	case Truncate:
 		return append(dst, valueV1)
 	}
@@ -56,7 +63,7 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 	if len(key) < 2 {
 		return fmt.Errorf("cdcjoin: keyed record: key too short (%d bytes)", len(key))
 	}
-	if value != nil && (len(value) == 0 || value[0] != valueV1) {
+	if value != nil && (len(value) == 0 || (value[0] != valueV1 && value[0] != valueLoad)) {
 		return fmt.Errorf("cdcjoin: keyed record: unknown value format")
 	}
 	*in = Input{Row: in.Row[:0]}
@@ -84,6 +91,13 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 		if value != nil {
 			in.Kind = ParentUpsert
 		}
+		if value != nil && value[0] == valueLoad {
+			in.Kind = ParentLoad
+			var err error
+			if value, err = loadVersions(value, &in.Version, &in.PadVersion); err != nil {
+				return err
+			}
+		}
 	case recChild:
 		in.Side = row.Child
 		_, n, err := row.DecodeKey(nil, key[1:], len(s.ParentKey))
@@ -94,6 +108,13 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 		in.Kind = ChildDelete
 		if value != nil {
 			in.Kind = ChildUpsert
+		}
+		if value != nil && value[0] == valueLoad {
+			in.Kind = ChildLoad
+			var err error
+			if value, err = loadVersions(value, &in.Version, nil); err != nil {
+				return err
+			}
 		}
 	default:
 		return fmt.Errorf("cdcjoin: keyed record: unknown key type %q", key[0])
@@ -113,6 +134,26 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 		}
 	}
 	return nil
+}
+
+// loadVersions reads the versions of a load record's value (after its
+// format byte) and returns the value re-framed so that the row follows
+// one format byte (value[1:] is the row).
+func loadVersions(value []byte, version, pad *uint64) ([]byte, error) {
+	b := value[1:]
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, fmt.Errorf("cdcjoin: keyed record: %w: load version", row.ErrCorrupt)
+	}
+	*version, b = v, b[n:]
+	if pad != nil {
+		p, m := binary.Uvarint(b)
+		if m <= 0 {
+			return nil, fmt.Errorf("cdcjoin: keyed record: %w: load pad version", row.ErrCorrupt)
+		}
+		*pad, b = p, b[m:]
+	}
+	return value[len(value)-len(b)-1:], nil
 }
 
 // AppendEpochMarker appends the keyed-topic record key of an epoch marker

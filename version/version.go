@@ -1,7 +1,7 @@
 // Package version defines the versions of emitted rows, shared by both
 // drivers (engine for replay and bench, kafkarun for run).
 //
-// A version is epoch<<SeqBits | seq. Per output row key, versions strictly
+// A version is epoch<<SeqBits | seq (40 bits of epoch, 24 of seq). Per output row key, versions strictly
 // increase in processing order, and reprocessing the same input from the
 // same committed state reproduces the same versions: ClickHouse's
 // ReplacingMergeTree(_version) then always keeps the latest row and absorbs
@@ -9,15 +9,19 @@
 //
 // seq comes from a position in an ordered input: a keyed partition's offset
 // (run) or the count of keyed inputs applied (replay). The epoch is
-// assigned by cdcjoin, never by hand: it starts at the wall-clock second
-// (since 2025-01-01 UTC) at which the input began, and an epoch marker
+// assigned by cdcjoin, never by hand: it starts at the wall-clock
+// millisecond (since 2025-01-01 UTC) at which the input began, and an epoch
+// marker
 // raises it whenever positions stop being comparable — the keyed topic was
 // recreated or repartitioned, rows moved between partitions, or `run`
 // follows a `replay` into the same table. A raise always lands above every
 // version given before it on that input (Clock.Raise), so versions keep
 // increasing whatever the proposal; a proposal from the wall clock makes a
-// later input's versions exceed an earlier input's. When seq would
-// overflow, the epoch advances by one on its own (deterministically).
+// later input's versions exceed an earlier input's (a `run` started after
+// a `replay` was created). When seq would overflow (2^24-1 positions), the
+// epoch advances by one on its own, deterministically: an input would have
+// to number 16.7 million positions per millisecond for its epochs to run
+// ahead of the wall clock.
 //
 // Before this scheme (cdcjoin ≤ wave 1) run used kafka.epoch<<48 |
 // offset+1 and replay a counter; a Clock that has seen no marker keeps that
@@ -34,21 +38,21 @@ import (
 
 const (
 	// SeqBits is the width of the position part of a version.
-	SeqBits = 34
-	// EpochBits is the width of the epoch part: epochs are seconds since
-	// 2025-01-01 UTC, which lasts until 2059.
+	SeqBits = 24
+	// EpochBits is the width of the epoch part: epochs are milliseconds
+	// since 2025-01-01 UTC, which lasts until 2059.
 	EpochBits = 64 - SeqBits
 	// seqSpan is how many positions one epoch numbers (seq 1..seqSpan).
 	seqSpan = 1<<SeqBits - 1
-	// epochZero is 2025-01-01T00:00:00Z in Unix seconds.
-	epochZero   = 1735689600
+	// epochZero is 2025-01-01T00:00:00Z in Unix milliseconds.
+	epochZero   = 1735689600000
 	legacyShift = 48
 )
 
 // Propose returns the epoch proposal for a new input starting at now: whole
-// seconds since 2025-01-01 UTC (at least 1).
+// milliseconds since 2025-01-01 UTC (at least 1).
 func Propose(now time.Time) uint64 {
-	s := now.Unix() - epochZero
+	s := now.UnixMilli() - epochZero
 	if s < 1 {
 		s = 1
 	}
