@@ -148,6 +148,9 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		dec: job.NewDecoder(cfg, spec), buf: sink.NewBuffer(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
+	// A parent index (each parent's last row and source partition) lets
+	// kafkarun.Handover give this state to `run`.
+	e.keyer.ResolveParents = true
 	if err := e.load(); err != nil {
 		store.Close()
 		return nil, err
@@ -334,6 +337,7 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	e.types.Observe(d.side, &d.ev)
 	r := &d.Record
 	emit := e.buf.Emitter(ctx)
+	e.keyer.Partition = r.Partition
 	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
 		v := e.clock.At(e.inputs)
 		e.inputs++

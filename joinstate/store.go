@@ -857,3 +857,47 @@ func (t *Txn) Meta(name string) ([]byte, error) {
 // ErrCorrupt is returned (wrapped) when stored bytes cannot be decoded. It is
 // row.ErrCorrupt, the sentinel of the row and key encodings.
 var ErrCorrupt = row.ErrCorrupt
+
+// Parents streams every parent value in join-key order.
+func (t *Txn) Parents(fn func(joinKey, value []byte) error) error {
+	return t.scan(prefixParent, fn)
+}
+
+// AllChildren streams every child value in key order, with or without a
+// parent; key is the join key followed by the child key (split them with
+// row.DecodeKey and the join key's arity).
+func (t *Txn) AllChildren(fn func(key, value []byte) error) error {
+	return t.scan(prefixChild, fn)
+}
+
+// ChildIndexes streams every child index entry in child-key order.
+func (t *Txn) ChildIndexes(fn func(childKey, entry []byte) error) error {
+	return t.scan(prefixIndex, fn)
+}
+
+// ParentIndexes streams every parent index entry in parent-key order.
+func (t *Txn) ParentIndexes(fn func(parentKey, entry []byte) error) error {
+	return t.scan(prefixPIndex, fn)
+}
+
+// scan streams the current generation of a keyspace, seeing the Txn's
+// writes. The slices passed to fn are valid only during the call.
+func (t *Txn) scan(prefix byte, fn func(key, value []byte) error) error {
+	hdr := t.gens.header(nil, prefix)
+	it, err := t.b.NewIter(prefixBounds(hdr))
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		if err = fn(it.Key()[len(hdr):], it.Value()); err != nil {
+			break
+		}
+	}
+	if ierr := it.Error(); err == nil && ierr != nil {
+		err = fmt.Errorf("cdcjoin: state: %w", ierr)
+	}
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("cdcjoin: state: %w", cerr)
+	}
+	return err
+}

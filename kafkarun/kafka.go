@@ -22,7 +22,6 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // clientOpts are the options every client of the job shares: brokers,
@@ -328,14 +327,15 @@ func (w *errWindow) observe(err error) error {
 	return nil
 }
 
-// writeEpochMarkers writes a version epoch marker to every keyed partition
-// (see package version): every start of an instance raises the epoch of
+// writeEpochMarkers writes a version epoch marker proposing proposed to
+// every keyed partition (see package version). Every start of an instance
+// writes them with the current time: it raises the epoch of
 // every partition, so the versions of everything keyed from now on exceed
 // those of anything emitted before — by an earlier keyed topic of the same
 // name, a `replay` backfill of the same table, or a partition layout that
 // has changed. The markers are written, acknowledged by all in-sync
 // replicas, before this instance keys anything.
-func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, top topology, now time.Time) error {
+func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, top topology, proposed uint64) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return fmt.Errorf("cdcjoin: kafka client: %w", err)
@@ -346,7 +346,7 @@ func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, 
 		return fmt.Errorf("cdcjoin: epoch marker nonce: %w", err)
 	}
 	writer := cfg.Kafka.InstanceID + "/" + hex.EncodeToString(nonce[:])
-	key := keyed.AppendEpochMarker(nil, version.Propose(now), writer)
+	key := keyed.AppendEpochMarker(nil, proposed, writer)
 	recs := make([]*kgo.Record, top.keyedParts)
 	for p := range recs {
 		recs[p] = &kgo.Record{Topic: cfg.Kafka.KeyedTopic(), Partition: int32(p), Key: key, Value: keyed.EpochMarkerValue()}

@@ -279,7 +279,7 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 	if err != nil {
 		return err
 	}
-	k.srcPart, k.pctx = r.Partition, pctx
+	k.srcPart, k.pctx, k.keyer.Partition = r.Partition, pctx, r.Partition
 	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
 		return k.produce(pctx, in)
 	})

@@ -53,6 +53,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // Options are what the caller supplies besides the configuration.
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := writeEpochMarkers(ctx, cfg, base, top, time.Now()); err != nil {
+	if err := writeEpochMarkers(ctx, cfg, base, top, version.Propose(time.Now())); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

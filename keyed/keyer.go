@@ -42,6 +42,10 @@ type Keyer struct {
 	// call. An error aborts Key.
 	Changelog func(side row.Side, key, entry []byte) error
 
+	// Partition is the source partition of the event being keyed; the
+	// driver sets it before each Key. Index entries record it.
+	Partition int32
+
 	spec *Spec
 
 	in          Input
@@ -146,7 +150,7 @@ func (k *Keyer) parent(t Index, ev *debezium.Event, out func(*Input) error) erro
 			if same && ev.Op == debezium.OpUpdate {
 				return nil // an update of unprojected columns only, or a redelivery
 			}
-			k.entry = row.AppendRow(k.entry[:0], k.vals)
+			k.entry = AppendParentIndexEntry(k.entry[:0], k.Partition, k.vals)
 			if err := k.setIndex(t, row.Parent, k.jk, k.entry); err != nil {
 				return err
 			}
@@ -222,7 +226,7 @@ func (k *Keyer) child(t Index, ev *debezium.Event, out func(*Input) error) error
 			}
 			return nil
 		}
-		k.entry = AppendIndexEntry(k.entry[:0], k.jk, k.vals)
+		k.entry = AppendIndexEntry(k.entry[:0], k.Partition, k.jk, k.vals)
 		if err := k.setIndex(t, row.Child, k.ck, k.entry); err != nil {
 			return err
 		}
@@ -281,7 +285,7 @@ func (k *Keyer) childIndex(t Index, ck []byte) (bool, error) {
 		return false, err
 	}
 	var jk []byte
-	if jk, k.ovals, err = DecodeIndexEntry(e, k.ovals); err != nil {
+	if _, jk, k.ovals, err = DecodeIndexEntry(e, k.ovals); err != nil {
 		return false, err
 	}
 	k.ojk = append(k.ojk[:0], jk...)
@@ -294,7 +298,7 @@ func (k *Keyer) parentIndex(t Index, pk []byte) ([]row.Value, bool, error) {
 	if !ok || err != nil {
 		return k.ovals, false, err
 	}
-	vals, err := row.DecodeRow(k.ovals[:0], e)
+	_, vals, err := DecodeParentIndexEntry(e, k.ovals)
 	return vals, err == nil, err
 }
 

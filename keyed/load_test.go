@@ -60,3 +60,25 @@ func cloneChange(c row.Change) row.Change {
 	}
 	return c
 }
+
+// TestIndexEntries: entries record their source partition; entries of
+// cdcjoin ≤ wave 1 (no tag, no partition) still decode.
+func TestIndexEntries(t *testing.T) {
+	jk := row.AppendKey(nil, []row.Value{i64(7)})
+	vals := []row.Value{i64(10), i64(7), str("a.com")}
+	p, gotJK, got, err := keyed.DecodeIndexEntry(keyed.AppendIndexEntry(nil, 5, jk, vals), nil)
+	if err != nil || p != 5 || string(gotJK) != string(jk) || fmtVals(got) != fmtVals(vals) {
+		t.Fatalf("child entry: %d %x %v %v", p, gotJK, got, err)
+	}
+	legacy := append(append([]byte{byte(len(jk))}, jk...), row.AppendRow(nil, vals)...)
+	if p, gotJK, got, err = keyed.DecodeIndexEntry(legacy, nil); err != nil || p != -1 || string(gotJK) != string(jk) || fmtVals(got) != fmtVals(vals) {
+		t.Fatalf("legacy child entry: %d %x %v %v", p, gotJK, got, err)
+	}
+	pvals := []row.Value{i64(7), str("Egor")}
+	if p, got, err := keyed.DecodeParentIndexEntry(keyed.AppendParentIndexEntry(nil, 1<<20, pvals), nil); err != nil || p != 1<<20 || fmtVals(got) != fmtVals(pvals) {
+		t.Fatalf("parent entry: %d %v %v", p, got, err)
+	}
+	if p, got, err := keyed.DecodeParentIndexEntry(row.AppendRow(nil, pvals), nil); err != nil || p != -1 || fmtVals(got) != fmtVals(pvals) {
+		t.Fatalf("legacy parent entry: %d %v %v", p, got, err)
+	}
+}
