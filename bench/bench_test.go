@@ -2,12 +2,13 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 

@@ -3,10 +3,11 @@ package debezium
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/cdcjoin/cdcjoin/row"
 )

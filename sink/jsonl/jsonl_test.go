@@ -3,9 +3,10 @@ package jsonl_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/jsonl"
