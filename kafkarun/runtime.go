@@ -15,9 +15,16 @@
 //     point re-emits identical (row, version) pairs, which
 //     "highest version wins" sinks absorb.
 //
-// Versions: version = kafka.epoch<<48 | (keyed offset + 1). Per output row
-// they increase (a row's join key lives on one keyed partition). Bump
-// kafka.epoch whenever the keyed topic is recreated or repartitioned.
+// Versions: each keyed partition's worker numbers its records with a
+// version.Clock (version = epoch<<24 | offset-based seq, see package
+// version). Run writes an epoch marker to every keyed partition before it
+// keys anything, so everything keyed after a start gets versions above
+// everything emitted before it — by an earlier keyed topic of the same
+// name, a different partition layout, or a replay into the same table.
+// Markers have unique keys, so compaction keeps them and a partition rebuilt
+// from the topic reproduces every version. Records read before any marker
+// (keyed topics of cdcjoin ≤ wave 1) keep the legacy kafka.epoch<<48 |
+// offset+1.
 //
 // Rebalancing: a newly assigned keyed partition reuses its local state when
 // the state's position is at or past the group's committed offset;
