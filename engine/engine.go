@@ -148,9 +148,9 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		dec: job.NewDecoder(cfg, spec), buf: sink.NewBuffer(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
-	// A parent index (each parent's last row and source partition) lets
-	// kafkarun.Handover give this state to `run`.
-	e.keyer.ResolveParents = true
+	// Parent records keep their source partition, and child index entries
+	// theirs: kafkarun.Handover can then give this state to `run`.
+	e.keyer.PartitionInputs = true
 	if err := e.load(); err != nil {
 		store.Close()
 		return nil, err

@@ -875,11 +875,6 @@ func (t *Txn) ChildIndexes(fn func(childKey, entry []byte) error) error {
 	return t.scan(prefixIndex, fn)
 }
 
-// ParentIndexes streams every parent index entry in parent-key order.
-func (t *Txn) ParentIndexes(fn func(parentKey, entry []byte) error) error {
-	return t.scan(prefixPIndex, fn)
-}
-
 // scan streams the current generation of a keyspace, seeing the Txn's
 // writes. The slices passed to fn are valid only during the call.
 func (t *Txn) scan(prefix byte, fn func(key, value []byte) error) error {

@@ -43,8 +43,9 @@ type HandoverStats struct {
 //   - every parent and child of the join state goes to the keyed topic as a
 //     load record (keyed.ParentLoad/ChildLoad) carrying the versions the
 //     replay emitted it with;
-//   - the replay's child and parent indexes go to the index changelogs, on
-//     the source partition each entry records;
+//   - the replay's child index goes to the child index changelog, on the
+//     source partition each entry records, and each parent's row to the
+//     parent index changelog, on the partition its record keeps;
 //   - an epoch marker above the replay's epoch goes to every keyed
 //     partition;
 //   - the join group is committed past all of it (the join stage loads the
@@ -247,14 +248,18 @@ func loadIndexes(t *joinstate.Txn, kc *config.Kafka, top topology, produce func(
 	if err != nil {
 		return err
 	}
-	return t.ParentIndexes(func(pk, e []byte) error {
-		p, _, err := keyed.DecodeParentIndexEntry(e, nil)
-		if err != nil {
+	// The engine keeps no parent index: its parent records are the last
+	// complete rows, with their source partitions.
+	var p keyed.ParentRecord
+	var entry []byte
+	return t.Parents(func(pk, v []byte) error {
+		if err := keyed.DecodeParent(v, &p); err != nil {
 			return err
 		}
+		entry = keyed.AppendParentIndexEntry(entry[:0], p.Partition, p.Row)
 		st.ParentIndex++
 		progress(st.Parents + st.Children + st.ChildIndex + st.ParentIndex)
-		return send(kc.ParentIndexTopic(), top.parentParts, pk, e, p)
+		return send(kc.ParentIndexTopic(), top.parentParts, pk, entry, p.Partition)
 	})
 }
 

@@ -71,6 +71,11 @@ type Input struct {
 	// Version and PadVersion are a loaded record's versions (ParentLoad,
 	// ChildLoad).
 	Version, PadVersion uint64
+	// Partition is the source partition of a parent upsert's event, when
+	// PartitionKnown (a driver keying and joining on one state: the join
+	// keeps it in the parent record).
+	Partition      int32
+	PartitionKnown bool
 	// Absent (child upserts) says the child is known not to be stored under
 	// JoinKey, so the join skips looking it up. The Keyer sets it from its
 	// child index; it is only valid where keyer and join share one state
@@ -130,7 +135,7 @@ func (j *Join) Apply(t State, in *Input, version uint64, emit Emit) error {
 	case ChildDelete:
 		err = j.childDelete(t, in.JoinKey, in.ChildKey, version, emit)
 	case ParentLoad:
-		j.parent = ParentRecord{Version: in.Version, PadVersion: in.PadVersion, Row: append(j.parent.Row[:0], in.Row...)}
+		j.parent = ParentRecord{Version: in.Version, PadVersion: in.PadVersion, Row: append(j.parent.Row[:0], in.Row...), Partition: -1}
 		err = t.PutParent(in.JoinKey, j.encParent(&j.parent))
 	case ChildLoad:
 		j.child = ChildRecord{Version: in.Version, Row: append(j.child.Row[:0], in.Row...)}
@@ -210,6 +215,12 @@ func (j *Join) parentUpsert(t State, in *Input, version uint64, emit Emit) error
 	}
 	j.parent.Version = version
 	j.parent.PadVersion = j.oldParent.PadVersion
+	j.parent.Partition = -1
+	if in.PartitionKnown {
+		j.parent.Partition = in.Partition
+	} else if had {
+		j.parent.Partition = j.oldParent.Partition
+	}
 	if !had {
 		j.parent.PadVersion = 0
 	}

@@ -43,8 +43,12 @@ type Keyer struct {
 	Changelog func(side row.Side, key, entry []byte) error
 
 	// Partition is the source partition of the event being keyed; the
-	// driver sets it before each Key. Index entries record it.
+	// driver sets it before each Key. Index entries record it, and parent
+	// upserts carry it (Input.PartitionKnown) when PartitionInputs is set.
 	Partition int32
+	// PartitionInputs passes Partition on in parent upserts, for a join on
+	// the same state (the engine: the join keeps it in parent records).
+	PartitionInputs bool
 
 	spec *Spec
 
@@ -156,7 +160,8 @@ func (k *Keyer) parent(t Index, ev *debezium.Event, out func(*Input) error) erro
 			}
 			after = k.vals
 		}
-		k.in = Input{Kind: ParentUpsert, Side: row.Parent, JoinKey: k.jk, Row: after}
+		k.in = Input{Kind: ParentUpsert, Side: row.Parent, JoinKey: k.jk, Row: after,
+			Partition: k.Partition, PartitionKnown: k.PartitionInputs}
 		return out(&k.in)
 	case debezium.OpDelete:
 		var ok bool

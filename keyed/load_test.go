@@ -82,3 +82,16 @@ func TestIndexEntries(t *testing.T) {
 		t.Fatalf("legacy parent entry: %d %v %v", p, got, err)
 	}
 }
+
+// TestParentRecordPartition: a parent record keeps a known source
+// partition; records without one (and those of cdcjoin ≤ wave 1) decode
+// with -1.
+func TestParentRecordPartition(t *testing.T) {
+	for _, p := range []int32{-1, 0, 7, 1 << 30} {
+		rec := keyed.ParentRecord{Version: 9, PadVersion: 3, Row: []row.Value{i64(1), str("Egor")}, Partition: p}
+		var got keyed.ParentRecord
+		if err := keyed.DecodeParent(keyed.AppendParent(nil, &rec), &got); err != nil || got.Partition != p || got.Version != 9 || got.PadVersion != 3 || fmtVals(got.Row) != fmtVals(rec.Row) {
+			t.Fatalf("partition %d: %+v %v", p, got, err)
+		}
+	}
+}

@@ -16,6 +16,11 @@ type ParentRecord struct {
 	PadVersion uint64
 	// Row is the projected parent row.
 	Row []row.Value
+	// Partition is the source partition of the parent's events, when the
+	// driver knows it (Input.PartitionKnown), else -1. A replay's state
+	// keeps it so that kafkarun.Handover can place the parent's index
+	// entry.
+	Partition int32
 }
 
 // ChildRecord is the join's stored child row (an entry of its map state).
@@ -26,7 +31,8 @@ type ChildRecord struct {
 
 // Stored encodings (the State's values):
 //
-//	parent: uvarint version, uvarint pad version, row.AppendRow(row)
+//	parent: uvarint version, uvarint pad version, row.AppendRow(row), or with
+//	        a known source partition 0x00, uvarint partition, then the same
 //	child:  uvarint version, row.AppendRow(row)
 //	child index entry:  0x00, uvarint partition, uvarint len(joinKey), joinKey, row.AppendRow(row)
 //	parent index entry: 0x00, uvarint partition, row.AppendRow(row)
@@ -37,10 +43,16 @@ type ChildRecord struct {
 // cdcjoin ≤ wave 1 lack the 0x00 tag and the partition (it decodes as -1):
 // a child entry began with its join key's length (never 0), a parent entry
 // with the kind of its key column (never NULL, kind 0).
-const indexTag = 0x00
+const (
+	indexTag  = 0x00
+	recordTag = 0x00
+)
 
 // AppendParent appends rec's stored encoding to dst.
 func AppendParent(dst []byte, rec *ParentRecord) []byte {
+	if rec.Partition >= 0 {
+		dst = binary.AppendUvarint(append(dst, recordTag), uint64(rec.Partition))
+	}
 	dst = binary.AppendUvarint(dst, rec.Version)
 	dst = binary.AppendUvarint(dst, rec.PadVersion)
 	return row.AppendRow(dst, rec.Row)
@@ -48,6 +60,14 @@ func AppendParent(dst []byte, rec *ParentRecord) []byte {
 
 // DecodeParent decodes a stored parent into rec, reusing rec.Row.
 func DecodeParent(v []byte, rec *ParentRecord) error {
+	rec.Partition = -1
+	if len(v) > 0 && v[0] == recordTag { // versions are ≥ 1: never a 0x00 first byte
+		p, n := binary.Uvarint(v[1:])
+		if n <= 0 || p > 1<<31-1 {
+			return fmt.Errorf("%w: parent partition", row.ErrCorrupt)
+		}
+		rec.Partition, v = int32(p), v[1+n:]
+	}
 	ver, n := binary.Uvarint(v)
 	if n <= 0 {
 		return fmt.Errorf("%w: parent version", row.ErrCorrupt)
