@@ -107,3 +107,72 @@ func TestNotYAML(t *testing.T) {
 		t.Fatalf("want problems, got %v", err)
 	}
 }
+
+func TestDeclaredTypes(t *testing.T) {
+	c, err := Parse([]byte(`name: x
+parent:
+  topic: a
+  key: id
+  types: {id: bigint, balance: "numeric(12,2)", tags: "text[]"}
+child:
+  topic: b
+  key: [region, no]
+  parent_key: user_id
+  types: {no: integer, user_id: "bigint not null", born: date}
+select: parent.balance, parent.tags, child.born AS b, child.note
+state: {dir: /tmp/x}
+debezium:
+  time.precision.mode: adaptive_time_microseconds
+  unavailable.value.placeholder: "??"
+`), "types.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	po := c.DecoderOptions(row.Parent, []string{"id", "balance", "tags"})
+	if po.KeyColumns != 1 || len(po.Types) != 3 || po.Types[0].Kind != row.KindInt || po.Types[0].Optional ||
+		po.Types[1].Kind != row.KindDecimal || po.Types[1].Scale != 2 || po.Types[2].Kind != row.KindArray || po.Placeholder != "??" {
+		t.Errorf("parent options %+v", po)
+	}
+	co := c.DecoderOptions(row.Child, []string{"region", "no", "user_id", "born", "note"})
+	// child projection: region, no, user_id, born, note
+	if co.KeyColumns != 3 || len(co.Types) != 5 || co.Types[0].Known() || co.Types[1].Optional || co.Types[2].Optional ||
+		co.Types[3].Kind != row.KindDate || co.Types[4].Known() {
+		t.Errorf("child options %+v", co)
+	}
+	out := c.DeclaredOutputTypes()
+	if len(out) != 4 || out[0].Scale != 2 || out[1].Kind != row.KindArray || out[2].Kind != row.KindDate || out[3].Known() {
+		t.Errorf("output types %+v", out)
+	}
+	if o := (&Config{Errors: Errors{MaxRecordBytes: 5}}).DecoderOptions(row.Parent, []string{"id"}); o.Types != nil || o.MaxRecordBytes != 5 {
+		t.Errorf("no declarations: %+v", o)
+	}
+	_, err = Parse([]byte(`name: x
+parent:
+  topic: a
+  key: id
+  types: {id: bigint, nme: text, balance: "numeric(2,3)"}
+child: {topic: b, key: id, parent_key: user_id, types: {user_id: blob}}
+select: parent.balance
+state: {dir: /tmp/x}
+debezium:
+  decimal.handling.mode: exact
+`), "bad.yaml")
+	var p *Problems
+	if !errors.As(err, &p) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []string{
+		"line 5: parent.types.balance: type \"numeric(2,3)\"",
+		"line 5: parent.types.nme: nme is not a key or selected column",
+		"line 6: child.types.user_id: type \"blob\": unknown PostgreSQL type",
+		"line 10: debezium.decimal.handling.mode \"exact\": use precise, string, double",
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("missing %q in:\n%v", w, err)
+		}
+	}
+	if len(p.Items) != len(want) {
+		t.Errorf("%d problems, want %d:\n%v", len(p.Items), len(want), err)
+	}
+}

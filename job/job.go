@@ -55,11 +55,10 @@ type Decoder struct {
 
 // NewDecoder returns a decoder for cfg's topics and spec's projections.
 func NewDecoder(cfg *config.Config, spec *keyed.Spec) *Decoder {
-	opts := debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}
 	return &Decoder{
 		parentTopic: cfg.Parent.Topic, childTopic: cfg.Child.Topic,
-		parent: debezium.NewDecoder(spec.ParentColumns, opts),
-		child:  debezium.NewDecoder(spec.ChildColumns, opts),
+		parent: debezium.NewDecoder(spec.ParentColumns, cfg.DecoderOptions(row.Parent, spec.ParentColumns)),
+		child:  debezium.NewDecoder(spec.ChildColumns, cfg.DecoderOptions(row.Child, spec.ChildColumns)),
 	}
 }
 

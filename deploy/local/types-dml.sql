@@ -40,7 +40,9 @@ UPDATE type_parents SET i2 = 11, num = 12.3400, num_free = -12.340, f4 = '-0', f
 INSERT INTO type_children
 SELECT 'toast', 1, 8, 1.00, '1969-07-20',
        (SELECT array_agg('tag-' || g) FROM generate_series(1, 700) g),
-       decode(repeat('cafe', 2000), 'hex');
+       decode(repeat('cafe', 2000), 'hex'),
+       (SELECT array_agg(('00000000-0000-4000-8000-' || lpad(g::text, 12, '0'))::uuid) FROM generate_series(1, 300) g),
+       (SELECT array_agg('1969-07-20'::date + g) FROM generate_series(1, 1200) g);
 UPDATE type_children SET amount = 2.00 WHERE region = 'toast' AND no = 1;
 
 -- u: a foreign key move (child eu/1 from parent 1 to parent 6), with its

@@ -52,10 +52,14 @@ CREATE TABLE type_children (
     born      date,
     tags      text[],
     blob      bytea,
+    ids       uuid[],
+    days      date[],
     PRIMARY KEY (region, no)
 );
 ALTER TABLE type_children ALTER COLUMN tags SET STORAGE EXTERNAL;
 ALTER TABLE type_children ALTER COLUMN blob SET STORAGE EXTERNAL;
+ALTER TABLE type_children ALTER COLUMN ids SET STORAGE EXTERNAL;
+ALTER TABLE type_children ALTER COLUMN days SET STORAGE EXTERNAL;
 ALTER TABLE type_children REPLICA IDENTITY DEFAULT;
 
 -- Snapshot rows (op=r): ordinary values, the extremes of each type, and a
@@ -83,8 +87,8 @@ INSERT INTO type_parents VALUES
      '\x00', 'ok', '{0}', '{""}');
 
 INSERT INTO type_children VALUES
-    ('eu', 1, 1, 10.50, '1999-12-31', '{"x","y"}', '\xdeadbeef'),
-    ('eu', 2, 1, -0.01, '1900-01-01', '{}', '\x'),
-    ('us', 1, 2, NULL, NULL, NULL, NULL),
-    ('ü ''q''', 1, 3, 99999999.99, '2299-12-31', '{NULL,""}', '\x00'),
-    ('us', 2, 5, 0.00, '1970-01-01', '{"only"}', '\x01');
+    ('eu', 1, 1, 10.50, '1999-12-31', '{"x","y"}', '\xdeadbeef', '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}', '{1955-11-05,NULL}'),
+    ('eu', 2, 1, -0.01, '1900-01-01', '{}', '\x', '{}', '{}'),
+    ('us', 1, 2, NULL, NULL, NULL, NULL, NULL, NULL),
+    ('ü ''q''', 1, 3, 99999999.99, '2299-12-31', '{NULL,""}', '\x00', '{NULL}', '{2299-12-31}'),
+    ('us', 2, 5, 0.00, '1970-01-01', '{"only"}', '\x01', '{00000000-0000-0000-0000-000000000000}', '{1970-01-01}');
