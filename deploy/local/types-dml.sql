@@ -54,6 +54,8 @@ UPDATE type_children SET parent_id = 7 WHERE region = 'toast' AND no = 1;
 -- primary key change of a composite key: delete(old) + create(new)
 UPDATE type_children SET no = 3 WHERE region = 'eu' AND no = 2;
 
--- d: a child and a parent
+-- d: a child, and a parent created for the purpose (parent 5, with its
+-- NaNs, stays: a LEFT join row without children)
+INSERT INTO type_parents (id, i4) VALUES (9, 9);
 DELETE FROM type_children WHERE region = 'us' AND no = 2;
-DELETE FROM type_parents WHERE id = 5;
+DELETE FROM type_parents WHERE id = 9;
