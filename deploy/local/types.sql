@@ -33,7 +33,8 @@ CREATE TABLE type_parents (
     b        bytea,
     m        mood,
     ai       integer[],
-    at       text[]
+    at       text[],
+    note     text    -- selected by no join: the e2e's end marker changes it
 );
 ALTER TABLE type_parents ALTER COLUMN txt SET STORAGE EXTERNAL;
 ALTER TABLE type_parents ALTER COLUMN b SET STORAGE EXTERNAL;
@@ -54,6 +55,7 @@ CREATE TABLE type_children (
     blob      bytea,
     ids       uuid[],
     days      date[],
+    note      text,   -- selected by no join: the e2e's end marker changes it
     PRIMARY KEY (region, no)
 );
 ALTER TABLE type_children ALTER COLUMN tags SET STORAGE EXTERNAL;
