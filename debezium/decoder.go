@@ -248,7 +248,7 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 		return true, nil
 	case '{':
 	default:
-		if c < 0x20 || c >= 0x7f {
+		if c < 0x20 || c >= 0x7f || isAvroContainer(value) {
 			return false, notJSON("value", value)
 		}
 		return false, malformed("value", "not a JSON object")
@@ -1175,7 +1175,7 @@ func (d *Decoder) decodeKey(key []byte, ev *Event) *DecodeError {
 		return nil
 	case '{':
 	default:
-		if c < 0x20 || c >= 0x7f {
+		if c < 0x20 || c >= 0x7f || isAvroContainer(key) {
 			return notJSON("key", key)
 		}
 		return malformed("key", "not a JSON object")

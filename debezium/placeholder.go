@@ -85,6 +85,9 @@ func (p *placeholders) isRaw(v []byte) bool {
 	return string(v) == p.raw || string(v) == p.hstore
 }
 
+// isAvroContainer reports an Avro object container file's magic.
+func isAvroContainer(b []byte) bool { return len(b) >= 4 && string(b[:4]) == "Obj\x01" }
+
 // notJSON describes a record value or key that is not JSON text: the
 // Schema Registry wire format (magic byte 0, then a 4-byte schema id for
 // Confluent's converters or an 8-byte global id for Apicurio's), an Avro
@@ -97,7 +100,7 @@ func notJSON(field string, b []byte) *DecodeError {
 		id := uint32(b[1])<<24 | uint32(b[2])<<16 | uint32(b[3])<<8 | uint32(b[4])
 		what = "Schema Registry wire format (magic byte 0, schema id " + strconv.FormatUint(uint64(id), 10) +
 			"): written by a Confluent or Apicurio Avro, Protobuf or JSON Schema converter, not JSON" + fix
-	case len(b) >= 4 && string(b[:4]) == "Obj\x01":
+	case isAvroContainer(b):
 		what = "an Avro object container, not JSON" + fix
 	case len(b) > 0 && b[0] == 0:
 		what = "binary data starting with a NUL byte, not JSON" + fix
