@@ -197,3 +197,22 @@ state: {dir: `+filepath.Join(dir, "state")+`}
 		t.Fatalf("exit %d, %s\n%s\nwant:\n%s", code, errs, out, want)
 	}
 }
+
+// cdcjoin ddl types the table by the declared column types, for current
+// servers and for 18.16.
+func TestDDLDeclaredTypes(t *testing.T) {
+	for srv, want := range map[string][]string{
+		"latest": {"`id` Int64,", "`d` Nullable(Date32),", "`f4` Nullable(Float32),", "`ok` Nullable(Bool),", "`ai` Array(Nullable(Int32)),", "`ts` Nullable(DateTime64(6, 'UTC')),", "`u` Nullable(UUID),"},
+		"18.16":  {"`id` Int64,", "`d` Nullable(Int32),", "`ok` Nullable(UInt8),", "`days` Array(Nullable(Int32)),", "`ts` Nullable(Int64),", "`num` Nullable(Decimal(12, 4)),"},
+	} {
+		code, out, errs := run(t, "ddl", "--config", "../../deploy/local/e2e-types-off.yaml", "--server", srv)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("--server %s: no %q in\n%s", srv, w, out)
+			}
+		}
+	}
+}
