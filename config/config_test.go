@@ -128,23 +128,24 @@ debezium:
 	if err != nil {
 		t.Fatal(err)
 	}
-	po := c.DecoderOptions(row.Parent, []string{"id", "balance", "tags"})
-	if po.KeyColumns != 1 || len(po.Types) != 3 || po.Types[0].Kind != row.KindInt || po.Types[0].Optional ||
-		po.Types[1].Kind != row.KindDecimal || po.Types[1].Scale != 2 || po.Types[2].Kind != row.KindArray || po.Placeholder != "??" {
-		t.Errorf("parent options %+v", po)
+	pt := c.DeclaredTypes(row.Parent, []string{"id", "balance", "tags"})
+	if c.KeyColumns(row.Parent, []string{"id", "balance", "tags"}) != 1 || len(pt) != 3 || pt[0].Kind != row.KindInt || pt[0].Optional ||
+		pt[1].Kind != row.KindDecimal || pt[1].Scale != 2 || pt[2].Kind != row.KindArray || c.Debezium.UnavailableValuePlaceholder != "??" {
+		t.Errorf("parent types %+v", pt)
 	}
-	co := c.DecoderOptions(row.Child, []string{"region", "no", "user_id", "born", "note"})
 	// child projection: region, no, user_id, born, note
-	if co.KeyColumns != 3 || len(co.Types) != 5 || co.Types[0].Known() || co.Types[1].Optional || co.Types[2].Optional ||
-		co.Types[3].Kind != row.KindDate || co.Types[4].Known() {
-		t.Errorf("child options %+v", co)
+	ccols := []string{"region", "no", "user_id", "born", "note"}
+	ct := c.DeclaredTypes(row.Child, ccols)
+	if c.KeyColumns(row.Child, ccols) != 3 || len(ct) != 5 || ct[0].Known() || ct[1].Optional || ct[2].Optional ||
+		ct[3].Kind != row.KindDate || ct[4].Known() {
+		t.Errorf("child types %+v", ct)
 	}
 	out := c.DeclaredOutputTypes()
 	if len(out) != 4 || out[0].Scale != 2 || out[1].Kind != row.KindArray || out[2].Kind != row.KindDate || out[3].Known() {
 		t.Errorf("output types %+v", out)
 	}
-	if o := (&Config{Errors: Errors{MaxRecordBytes: 5}}).DecoderOptions(row.Parent, []string{"id"}); o.Types != nil || o.MaxRecordBytes != 5 {
-		t.Errorf("no declarations: %+v", o)
+	if d := (&Config{}).DeclaredTypes(row.Parent, []string{"id"}); d != nil {
+		t.Errorf("no declarations: %+v", d)
 	}
 	_, err = Parse([]byte(`name: x
 parent:

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/pgschema"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -30,8 +30,8 @@ type Debezium struct {
 }
 
 // Modes returns the encoding settings.
-func (d *Debezium) Modes() debezium.Modes {
-	return debezium.Modes{Decimal: d.DecimalHandlingMode, Time: d.TimePrecisionMode,
+func (d *Debezium) Modes() pgschema.Modes {
+	return pgschema.Modes{Decimal: d.DecimalHandlingMode, Time: d.TimePrecisionMode,
 		Binary: d.BinaryHandlingMode, Interval: d.IntervalHandlingMode}
 }
 
@@ -44,7 +44,7 @@ func (c *Config) validateTypes(p *Problems) {
 		t, name := c.table(side)
 		projected := c.projected(side)
 		for _, col := range sortedKeys(t.Types) {
-			if _, err := debezium.PostgresType(t.Types[col], c.Debezium.Modes()); err != nil {
+			if _, err := pgschema.Column(t.Types[col], c.Debezium.Modes()); err != nil {
 				c.add(p, fmt.Sprintf("%s.types.%s: %v", name, col, strings.TrimPrefix(err.Error(), "cdcjoin: ")), name, "types", col)
 			}
 			if !projected[col] {
@@ -109,7 +109,7 @@ func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
 		if !ok {
 			continue
 		}
-		ct, err := debezium.PostgresType(decl, c.Debezium.Modes())
+		ct, err := pgschema.Column(decl, c.Debezium.Modes())
 		if err != nil {
 			continue // reported by validate
 		}
@@ -121,24 +121,17 @@ func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
 	return out
 }
 
-// DecoderOptions returns the options of the decoder of side's topic that
-// projects onto cols, which must start with side's key columns (the primary
-// key, then the child's foreign key) as the join's projections do: the
-// record size limit, the declared column types, the key columns and the
-// unchanged-TOAST placeholder.
-func (c *Config) DecoderOptions(side row.Side, cols []string) debezium.Options {
+// KeyColumns returns how many of cols (a projection of side, which starts
+// with side's key columns as the join's projections do) are keys: the
+// primary key, then the child's foreign key.
+func (c *Config) KeyColumns(side row.Side, cols []string) int {
 	t, _ := c.table(side)
 	keys := set(append(append([]string(nil), t.Key...), t.ParentKey...))
 	n := 0
 	for n < len(cols) && keys[cols[n]] {
 		n++
 	}
-	return debezium.Options{
-		MaxRecordBytes: c.Errors.MaxRecordBytes,
-		Types:          c.DeclaredTypes(side, cols),
-		KeyColumns:     n,
-		Placeholder:    c.Debezium.UnavailableValuePlaceholder,
-	}
+	return n
 }
 
 // DeclaredOutputTypes returns the declared types of the select list's

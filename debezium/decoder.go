@@ -21,7 +21,7 @@ type Options struct {
 	MaxRecordBytes int
 	// Types declares the projected columns' types (by position, as the
 	// columns given to NewDecoder; a missing or zero entry declares
-	// nothing): the Kafka Connect schema of each, e.g. from PostgresType.
+	// nothing): the Kafka Connect schema of each, e.g. from pgschema.Column.
 	// A record without a schema is decoded by them exactly as if it had
 	// one; a record with a schema must agree with them (same Kind, and the
 	// same scale for decimals), or it is a bad record (ErrTypeMismatch).

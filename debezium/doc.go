@@ -7,7 +7,7 @@
 // Connect and Debezium logical types (Decimal, VariableScaleDecimal, the
 // io.debezium.time types, Uuid, Json, Enum) and arrays (row.KindArray, each
 // element typed like a column). Without one, by the types the caller
-// declares (Options.Types, e.g. PostgresType("numeric(12,2)", modes): the
+// declares (Options.Types, e.g. pgschema.Column("numeric(12,2)", modes): the
 // schema the record would have had), else by the JSON token (integers as
 // row.KindInt, other numbers as exact row.KindDecimal text, arrays element
 // by element). Every form of Debezium's unchanged-TOAST placeholder (text,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdcjoin/cdcjoin/pgschema"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -22,7 +23,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"id":258.0}`), []byte(`{"after":{"id":2.58e2,"user_id":"7","v":[1,null,[2]]},"op":"c"}`))
 	f.Add([]byte(nil), []byte("\x00\x00\x00\x00\x01\x02"))
 	cols := []string{"id", "user_id", "v"}
-	arr, _ := PostgresType("numeric(10,2)[]", Modes{})
+	arr, _ := pgschema.Column("numeric(10,2)[]", pgschema.Modes{})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		// Odd lengths: a decoder with key columns and a declared array.
 		opts := Options{MaxRecordBytes: 1 << 20}

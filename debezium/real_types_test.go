@@ -77,14 +77,15 @@ func TestRealTypes(t *testing.T) {
 		}
 		return out
 	}
+	declared := func(side row.Side, cols []string) debezium.Options { return job.DecoderOptions(cfg, side, cols) }
 	byKeys := func(side row.Side, cols []string) debezium.Options {
-		o := cfg.DecoderOptions(side, cols)
+		o := declared(side, cols)
 		o.Types = nil
 		return o
 	}
 	on := decode("types-on.jsonl", byKeys)
-	onDeclared := decode("types-on.jsonl", cfg.DecoderOptions)
-	off := decode("types-off.jsonl", cfg.DecoderOptions)
+	onDeclared := decode("types-on.jsonl", declared)
+	off := decode("types-off.jsonl", declared)
 	ids := make([]string, 0, len(on))
 	for id := range on {
 		ids = append(ids, id)

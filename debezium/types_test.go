@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cdcjoin/cdcjoin/pgschema"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -150,7 +151,7 @@ func TestKeyTypesWithoutSchema(t *testing.T) {
 // TestDeclaredKeyTypes: with declared types, a key of another JSON type is
 // a bad record from the first record on, and equal numbers are equal keys.
 func TestDeclaredKeyTypes(t *testing.T) {
-	bigint, err := PostgresType("bigint not null", Modes{})
+	bigint, err := pgschema.Column("bigint not null", pgschema.Modes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestUnknownSchemaType(t *testing.T) {
 // disagrees with a declaration is a bad record.
 func TestDeclaredTypes(t *testing.T) {
 	decl := func(s string) row.ColumnType {
-		ct, err := PostgresType(s, Modes{Time: "adaptive_time_microseconds"})
+		ct, err := pgschema.Column(s, pgschema.Modes{Time: "adaptive_time_microseconds"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +204,7 @@ func TestDeclaredTypes(t *testing.T) {
 		field("f", "double", "", ""), field("b", "bytes", "", ""),
 		field("ts", "int64", logicalMicroTimestamp, ""),
 		`{"type":"array","items":{"type":"int32","optional":true},"optional":true,"field":"a"}`,
-		field("u", "string", logicalUuid, ""))
+		field("u", "string", "io.debezium.data.Uuid", ""))
 	want := []row.Value{row.Decimal("12.34"), {Kind: row.KindFloat}, row.Bytes([]byte{0, 0xff}), row.Timestamp(-1),
 		row.Array([]row.Value{row.Int(1), row.Null()}), row.String("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")}
 	for name, value := range map[string]string{"schema": schema, "no schema": payload} {
@@ -303,7 +304,7 @@ func TestArrays(t *testing.T) {
 		})
 	}
 	// A text where an int array is declared is a mismatch, not data.
-	decl, _ := PostgresType("integer[]", Modes{})
+	decl, _ := pgschema.Column("integer[]", pgschema.Modes{})
 	d := NewDecoder([]string{"v"}, Options{Types: []row.ColumnType{decl}})
 	var ev Event
 	if _, err := d.Decode(nil, []byte(`{"after":{"v":["1"]},"op":"c"}`), &ev); err == nil {
@@ -329,59 +330,25 @@ func TestPlaceholderSetting(t *testing.T) {
 	}
 }
 
-// TestPostgresType checks declarations that the captured fixtures do not
-// cover against Debezium's documented mappings.
-func TestPostgresType(t *testing.T) {
-	for _, tc := range []struct {
-		decl    string
-		modes   Modes
-		connect string
-		logical string
-		kind    row.Kind
-	}{
-		{"smallint", Modes{}, "int16", "", row.KindInt},
-		{"INT4", Modes{}, "int32", "", row.KindInt},
-		{"bigserial", Modes{}, "int64", "", row.KindInt},
-		{"float(24)", Modes{}, "float32", "", row.KindFloat},
-		{"float", Modes{}, "float64", "", row.KindFloat},
-		{"numeric(12, 2)", Modes{Decimal: "string"}, "string", "", row.KindString},
-		{"numeric(12,2)", Modes{Decimal: "double"}, "float64", "", row.KindFloat},
-		{"numeric", Modes{}, "struct", logicalVarDecimal, row.KindDecimal},
-		{"money", Modes{}, "bytes", logicalDecimal, row.KindDecimal},
-		{"character varying(40)", Modes{}, "string", "", row.KindString},
-		{"time(3)", Modes{}, "int32", logicalTime, row.KindTime},
-		{"time(3)", Modes{Time: "adaptive_time_microseconds"}, "int64", logicalMicroTime, row.KindTime},
-		{"time", Modes{Time: "connect"}, "int32", logicalConnectTime, row.KindTime},
-		{"time with time zone", Modes{}, "string", logicalZonedTime, row.KindString},
-		{"timestamp(3)", Modes{}, "int64", logicalTimestamp, row.KindTimestamp},
-		{"timestamp(6) without time zone", Modes{}, "int64", logicalMicroTimestamp, row.KindTimestamp},
-		{"timestamp with time zone", Modes{}, "string", logicalZonedTimestamp, row.KindTimestamp},
-		{"date", Modes{Time: "connect"}, "int32", logicalConnectDate, row.KindDate},
-		{"interval", Modes{Interval: "string"}, "string", logicalInterval, row.KindString},
-		{"bytea", Modes{Binary: "hex"}, "string", "", row.KindString},
-		{"bit(8)", Modes{}, "bytes", logicalBits, row.KindBytes},
-		{"bit", Modes{}, "boolean", "", row.KindBool},
-		{"text[][]", Modes{}, "array", "", row.KindArray},
-		{"enum not null", Modes{}, "string", logicalEnum, row.KindString},
-	} {
-		ct, err := PostgresType(tc.decl, tc.modes)
-		if err != nil {
-			t.Errorf("%s: %v", tc.decl, err)
-			continue
+// TestDeclaredKinds: for every declaration, the Kind pgschema says its
+// values have is the Kind the decoder decodes them to.
+func TestDeclaredKinds(t *testing.T) {
+	for _, decl := range []string{"smallint", "integer", "bigint", "real", "double precision", "boolean", "numeric(12,2)",
+		"numeric", "money", "text", "varchar(4)", "uuid", "json", "jsonb", "xml", "enum", "bytea", "bit(3)", "bit",
+		"date", "time", "time(3)", "timetz", "timestamp", "timestamp(3)", "timestamptz", "interval", "integer[]", "text[][]", "date[]"} {
+		for _, m := range []pgschema.Modes{{}, {Time: "adaptive_time_microseconds"}, {Time: "connect"}, {Time: "isostring"},
+			{Decimal: "string"}, {Decimal: "double"}, {Binary: "hex"}, {Interval: "string"}} {
+			ct, err := pgschema.Column(decl, m)
+			if err != nil {
+				t.Fatalf("%s %+v: %v", decl, m, err)
+			}
+			got := cloneType(ct)
+			if _, err := resolve(&got); err != nil {
+				t.Fatalf("%s %+v: %v", decl, m, err)
+			}
+			if !compatible(got, ct) || got.Kind != ct.Kind {
+				t.Errorf("%s %+v: pgschema says %s, the decoder %s", decl, m, describeType(ct), describeType(got))
+			}
 		}
-		if ct.Connect != tc.connect || ct.Logical != tc.logical || ct.Kind != tc.kind {
-			t.Errorf("%s %+v: got %s/%s/%s, want %s/%s/%s", tc.decl, tc.modes, ct.Connect, ct.Logical, ct.Kind, tc.connect, tc.logical, tc.kind)
-		}
-		if ct.Optional == strings.HasSuffix(tc.decl, "not null") {
-			t.Errorf("%s: optional %v", tc.decl, ct.Optional)
-		}
-	}
-	for _, bad := range []string{"", "blob", "numeric(2,3)", "integer with time zone", "text[", "bigint nul"} {
-		if _, err := PostgresType(bad, Modes{}); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if p := (Modes{Decimal: "exact", Time: "adaptive"}).Problems(); len(p) != 1 || !strings.Contains(p[0], "decimal.handling.mode") {
-		t.Errorf("problems %v", p)
 	}
 }

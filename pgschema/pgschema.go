@@ -1,4 +1,12 @@
-package debezium
+// Package pgschema says which Kafka Connect schema Debezium's PostgreSQL
+// connector gives a column of a PostgreSQL type, under the connector's
+// handling modes (decimal.handling.mode, time.precision.mode,
+// binary.handling.mode, interval.handling.mode): what a record with a
+// schema would say about the column. The configuration declares column
+// types with it, so that records without a schema decode exactly as with
+// one (debezium.Options.Types), and tables are typed before any record
+// arrives. It imports nothing of cdcjoin but row.
+package pgschema
 
 import (
 	"fmt"
@@ -41,32 +49,44 @@ func (m Modes) Problems() []string {
 	return out
 }
 
-// Kafka Connect and Debezium logical names used only by declarations.
+// Kafka Connect and Debezium logical names (the schema's "name").
 const (
-	logicalUuid      = "io.debezium.data.Uuid"
-	logicalJSON      = "io.debezium.data.Json"
-	logicalXML       = "io.debezium.data.Xml"
-	logicalEnum      = "io.debezium.data.Enum"
-	logicalBits      = "io.debezium.data.Bits"
-	logicalLtree     = "io.debezium.data.Ltree"
-	logicalZonedTime = "io.debezium.time.ZonedTime"
-	logicalDuration  = "io.debezium.time.MicroDuration"
-	logicalInterval  = "io.debezium.time.Interval"
-	logicalIsoDate   = "io.debezium.time.IsoDate"
-	logicalIsoTime   = "io.debezium.time.IsoTime"
-	logicalIsoTs     = "io.debezium.time.IsoTimestamp"
+	logicalDecimal        = "org.apache.kafka.connect.data.Decimal"
+	logicalConnectDate    = "org.apache.kafka.connect.data.Date"
+	logicalConnectTime    = "org.apache.kafka.connect.data.Time"
+	logicalConnectTs      = "org.apache.kafka.connect.data.Timestamp"
+	logicalVarDecimal     = "io.debezium.data.VariableScaleDecimal"
+	logicalDate           = "io.debezium.time.Date"
+	logicalTime           = "io.debezium.time.Time"
+	logicalMicroTime      = "io.debezium.time.MicroTime"
+	logicalTimestamp      = "io.debezium.time.Timestamp"
+	logicalMicroTimestamp = "io.debezium.time.MicroTimestamp"
+	logicalZonedTimestamp = "io.debezium.time.ZonedTimestamp"
+	logicalUuid           = "io.debezium.data.Uuid"
+	logicalJSON           = "io.debezium.data.Json"
+	logicalXML            = "io.debezium.data.Xml"
+	logicalEnum           = "io.debezium.data.Enum"
+	logicalBits           = "io.debezium.data.Bits"
+	logicalLtree          = "io.debezium.data.Ltree"
+	logicalZonedTime      = "io.debezium.time.ZonedTime"
+	logicalDuration       = "io.debezium.time.MicroDuration"
+	logicalInterval       = "io.debezium.time.Interval"
+	logicalIsoDate        = "io.debezium.time.IsoDate"
+	logicalIsoTime        = "io.debezium.time.IsoTime"
+	logicalIsoTs          = "io.debezium.time.IsoTimestamp"
 )
 
 var declRE = regexp.MustCompile(`^([a-z][a-z0-9_ ]*?)\s*(?:\(\s*([0-9]+)\s*(?:,\s*(-?[0-9]+)\s*)?\))?\s*((?:with|without) time zone)?$`)
 
-// PostgresType returns the Kafka Connect schema that Debezium's PostgreSQL
-// connector gives a column declared as decl under modes m, Kind resolved:
-// what a record with a schema would say about the column. decl is a
+// Column returns the Kafka Connect schema that Debezium's PostgreSQL
+// connector gives a column declared as decl under modes m, with the Kind
+// its values decode to: what a record with a schema would say about the
+// column. decl is a
 // PostgreSQL type as in CREATE TABLE ("bigint", "numeric(12,2)",
 // "timestamp(3)", "timestamp with time zone", "text[]"), or "enum" for any
 // enum type, optionally followed by "not null". Columns are Optional
 // unless "not null".
-func PostgresType(decl string, m Modes) (row.ColumnType, error) {
+func Column(decl string, m Modes) (row.ColumnType, error) {
 	s := strings.Join(strings.Fields(strings.ToLower(decl)), " ")
 	notNull := strings.HasSuffix(s, " not null")
 	s = strings.TrimSuffix(s, " not null")
@@ -85,9 +105,6 @@ func PostgresType(decl string, m Modes) (row.ColumnType, error) {
 		ct = row.ColumnType{Connect: "array", Kind: row.KindArray, Elem: &e}
 	}
 	ct.Optional = !notNull
-	if _, derr := resolve(&ct); derr != nil { // cannot happen: every entry above resolves
-		return ct, fmt.Errorf("cdcjoin: type %q: %s", decl, derr.Reason)
-	}
 	return ct, nil
 }
 
@@ -121,7 +138,7 @@ func postgresScalar(s string, m Modes) (row.ColumnType, error) {
 		return row.ColumnType{}, fmt.Errorf("%q cannot have a time zone", name)
 	}
 	t := func(connect, logical string) (row.ColumnType, error) {
-		return row.ColumnType{Connect: connect, Logical: logical, Scale: 0}, nil
+		return row.ColumnType{Connect: connect, Logical: logical, Kind: kindOf(connect, logical)}, nil
 	}
 	switch name {
 	case "smallint", "int2", "smallserial", "serial2":
@@ -149,12 +166,12 @@ func postgresScalar(s string, m Modes) (row.ColumnType, error) {
 			return t("float64", "")
 		}
 		if !hasP {
-			return row.ColumnType{Connect: "struct", Logical: logicalVarDecimal, Scale: -1}, nil
+			return row.ColumnType{Connect: "struct", Logical: logicalVarDecimal, Scale: -1, Kind: row.KindDecimal}, nil
 		}
 		if sc < 0 || sc > p || p > 1000 {
 			return row.ColumnType{}, fmt.Errorf("numeric(%d, %d): need 0 <= scale <= precision <= 1000", p, sc)
 		}
-		return row.ColumnType{Connect: "bytes", Logical: logicalDecimal, Scale: sc, Precision: p}, nil
+		return row.ColumnType{Connect: "bytes", Logical: logicalDecimal, Scale: sc, Precision: p, Kind: row.KindDecimal}, nil
 	case "money":
 		switch m.Decimal {
 		case "string":
@@ -162,7 +179,7 @@ func postgresScalar(s string, m Modes) (row.ColumnType, error) {
 		case "double":
 			return t("float64", "")
 		}
-		return row.ColumnType{Connect: "bytes", Logical: logicalDecimal, Scale: 2}, nil
+		return row.ColumnType{Connect: "bytes", Logical: logicalDecimal, Scale: 2, Kind: row.KindDecimal}, nil
 	case "text", "varchar", "character varying", "char", "character", "bpchar", "name", "citext",
 		"inet", "cidr", "macaddr", "macaddr8", "tsvector", "tsquery", "hstore":
 		if name == "hstore" {
@@ -232,4 +249,28 @@ func postgresScalar(s string, m Modes) (row.ColumnType, error) {
 		return t("int64", logicalDuration)
 	}
 	return row.ColumnType{}, fmt.Errorf("unknown PostgreSQL type %q (declare enums as \"enum\")", name)
+}
+
+// kindOf is the Kind a value of a scalar Connect type with logical name
+// decodes to (package debezium's decoder agrees: see its tests).
+func kindOf(connect, logical string) row.Kind {
+	switch logical {
+	case logicalDate, logicalConnectDate:
+		return row.KindDate
+	case logicalTime, logicalMicroTime, logicalConnectTime:
+		return row.KindTime
+	case logicalTimestamp, logicalMicroTimestamp, logicalConnectTs, logicalZonedTimestamp:
+		return row.KindTimestamp
+	}
+	switch connect {
+	case "int16", "int32", "int64":
+		return row.KindInt
+	case "float32", "float64":
+		return row.KindFloat
+	case "boolean":
+		return row.KindBool
+	case "bytes":
+		return row.KindBytes
+	}
+	return row.KindString
 }
