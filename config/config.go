@@ -58,6 +58,12 @@ type Table struct {
 	// ParentKey (child only) is the foreign key column(s) referencing the
 	// parent's key, in the same order.
 	ParentKey Columns `yaml:"parent_key"`
+	// Types declares column types by column name, as PostgreSQL types
+	// ("bigint", "numeric(12,2)", "timestamptz", "text[]", "enum", with an
+	// optional "not null"). Records without a schema are decoded by them
+	// (read with the settings of the debezium section), records with one
+	// must agree with them, and the ClickHouse table is typed by them.
+	Types map[string]string `yaml:"types"`
 }
 
 // SelectItem is one output column: Side.Column AS Name.
@@ -165,6 +171,7 @@ type Config struct {
 	Select     Select      `yaml:"select"`
 	State      State       `yaml:"state"`
 	Errors     Errors      `yaml:"errors"`
+	Debezium   Debezium    `yaml:"debezium"`
 	Kafka      Kafka       `yaml:"kafka"`
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
 
@@ -395,6 +402,7 @@ func (c *Config) validate(p *Problems) {
 	if c.Errors.MaxRecordBytes < 0 {
 		c.add(p, "errors.max_record_bytes must be positive", "errors", "max_record_bytes")
 	}
+	c.validateTypes(p)
 	c.Kafka.validate(c, p)
 	if c.ClickHouse != nil {
 		c.ClickHouse.validate(c, p)

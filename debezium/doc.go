@@ -5,9 +5,17 @@
 // without (the bare envelope), decided per record, for the operations
 // c, u, d, r and t. With a schema, values are typed by it, including the Kafka
 // Connect and Debezium logical types (Decimal, VariableScaleDecimal, the
-// io.debezium.time types, Uuid, Json, Enum); without one, by the JSON token
-// (integers as row.KindInt, other numbers as exact row.KindDecimal text). Debezium's
-// unchanged-TOAST placeholder becomes row.KindUnavailable in both modes.
+// io.debezium.time types, Uuid, Json, Enum) and arrays (row.KindArray, each
+// element typed like a column). Without one, by the types the caller
+// declares (Options.Types, e.g. pgschema.Column("numeric(12,2)", modes): the
+// schema the record would have had), else by the JSON token (integers as
+// row.KindInt, other numbers as exact row.KindDecimal text, arrays element
+// by element). Every form of Debezium's unchanged-TOAST placeholder (text,
+// base64/hex bytes, the array and map forms) becomes row.KindUnavailable in
+// both modes. Key columns (Options.KeyColumns) are canonical and keep one
+// type. Only a nil or empty value, or JSON null, is a tombstone: binary data
+// (the Schema Registry wire format of Avro/Protobuf converters) is a bad
+// record that says what it is.
 //
 // Speed: the decoder is a hand-written JSON scanner that allocates nothing
 // per record in the steady state. It matches member names against the

@@ -58,8 +58,9 @@ type Row struct {
 
 // Event is one decoded change event. Before and After are projected to the
 // decoder's columns. Key is the record key projected to the same columns
-// (columns not in the key are Null). Types is nil when the record had no
-// schema. A decoder reuses an Event's slices on the next call: callers that
+// (columns not in the key are Null). Types are the columns' types: the
+// record's schema, or for a record without one the types declared in the
+// decoder's Options (nil when there are none). A decoder reuses an Event's slices on the next call: callers that
 // keep values across calls must copy the slices (Values' strings are
 // immutable and may be kept).
 type Event struct {
@@ -82,11 +83,12 @@ const (
 	ErrTypeMismatch                       // a value does not fit its schema or the projection's needs
 	ErrOversized                          // record larger than the configured maximum
 	ErrMissingColumn                      // a projected column is absent from a full row image
+	ErrNotJSON                            // a key or value that is not JSON text (e.g. Avro in the Schema Registry wire format)
 )
 
 var errorKindNames = [...]string{
 	ErrMalformed: "malformed", ErrUnknownOp: "unknown_op", ErrTypeMismatch: "type_mismatch",
-	ErrOversized: "oversized", ErrMissingColumn: "missing_column",
+	ErrOversized: "oversized", ErrMissingColumn: "missing_column", ErrNotJSON: "not_json",
 }
 
 // String returns a stable snake_case name, used as a metric label.

@@ -55,11 +55,23 @@ type Decoder struct {
 
 // NewDecoder returns a decoder for cfg's topics and spec's projections.
 func NewDecoder(cfg *config.Config, spec *keyed.Spec) *Decoder {
-	opts := debezium.Options{MaxRecordBytes: cfg.Errors.MaxRecordBytes}
 	return &Decoder{
 		parentTopic: cfg.Parent.Topic, childTopic: cfg.Child.Topic,
-		parent: debezium.NewDecoder(spec.ParentColumns, opts),
-		child:  debezium.NewDecoder(spec.ChildColumns, opts),
+		parent: debezium.NewDecoder(spec.ParentColumns, DecoderOptions(cfg, row.Parent, spec.ParentColumns)),
+		child:  debezium.NewDecoder(spec.ChildColumns, DecoderOptions(cfg, row.Child, spec.ChildColumns)),
+	}
+}
+
+// DecoderOptions returns the options of the decoder of side's topic that
+// projects onto cols (the spec's projection of side): the record size
+// limit, the declared column types (decoding records without a schema),
+// the key columns and the connector's unchanged-TOAST placeholder.
+func DecoderOptions(cfg *config.Config, side row.Side, cols []string) debezium.Options {
+	return debezium.Options{
+		MaxRecordBytes: cfg.Errors.MaxRecordBytes,
+		Types:          cfg.DeclaredTypes(side, cols),
+		KeyColumns:     cfg.KeyColumns(side, cols),
+		Placeholder:    cfg.Debezium.UnavailableValuePlaceholder,
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 //	bool                  0x07, 0x00|0x01
 //	float                 0x08, 8 bytes (IEEE bits, flipped to sort)
 //	string/bytes/decimal/ tag, bytes with 0x00 escaped as 0x00 0xFF, then 0x00 0x01
-//	unavailable
+//	array (its row encoding)
+//	unavailable           0x0b
 const (
 	tagNull        = 0x01
 	tagInt         = 0x02
@@ -31,6 +32,7 @@ const (
 	tagBytes       = 0x09
 	tagDecimal     = 0x0a
 	tagUnavailable = 0x0b
+	tagArray       = 0x0c
 )
 
 // ErrCorrupt is returned (wrapped) when stored bytes cannot be decoded.
@@ -70,6 +72,8 @@ func appendKeyValue(dst []byte, v Value) []byte {
 		return appendEscaped(append(dst, tagBytes), v.Str)
 	case KindDecimal:
 		return appendEscaped(append(dst, tagDecimal), v.Str)
+	case KindArray:
+		return appendEscaped(append(dst, tagArray), v.Str)
 	case KindUnavailable:
 		return append(dst, tagUnavailable)
 	default:
@@ -137,17 +141,20 @@ func DecodeKey(dst []Value, b []byte, n int) ([]Value, int, error) {
 			}
 			pos += 8
 			dst = append(dst, Value{Kind: KindFloat, Float: math.Float64frombits(u)})
-		case tagString, tagBytes, tagDecimal:
+		case tagString, tagBytes, tagDecimal, tagArray:
 			s, m, err := unescape(b[pos:])
 			if err != nil {
 				return dst, pos, err
 			}
 			pos += m
 			k := KindString
-			if tag == tagBytes {
+			switch tag {
+			case tagBytes:
 				k = KindBytes
-			} else if tag == tagDecimal {
+			case tagDecimal:
 				k = KindDecimal
+			case tagArray:
+				k = KindArray
 			}
 			dst = append(dst, Value{Kind: k, Str: s})
 		default:
@@ -197,17 +204,25 @@ func unescape(b []byte) (string, int, error) {
 // AppendRow appends the compact encoding of vals to dst.
 func AppendRow(dst []byte, vals []Value) []byte {
 	for _, v := range vals {
-		dst = append(dst, byte(v.Kind))
-		switch v.Kind {
-		case KindNull, KindUnavailable:
-		case KindInt, KindBool, KindDate, KindTimestamp, KindTime:
-			dst = binary.AppendVarint(dst, v.Int)
-		case KindFloat:
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.Float))
-		default:
-			dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
-			dst = append(dst, v.Str...)
-		}
+		dst = AppendRowValue(dst, v)
+	}
+	return dst
+}
+
+// AppendRowValue appends the compact encoding of the one value v: a row is
+// the concatenation of its values' encodings (an array's elements are
+// built this way, one at a time).
+func AppendRowValue(dst []byte, v Value) []byte {
+	dst = append(dst, byte(v.Kind))
+	switch v.Kind {
+	case KindNull, KindUnavailable:
+	case KindInt, KindBool, KindDate, KindTimestamp, KindTime:
+		dst = binary.AppendVarint(dst, v.Int)
+	case KindFloat:
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.Float))
+	default:
+		dst = binary.AppendUvarint(dst, uint64(len(v.Str)))
+		dst = append(dst, v.Str...)
 	}
 	return dst
 }
@@ -231,7 +246,7 @@ func DecodeRow(dst []Value, b []byte) ([]Value, error) {
 				return dst, fmt.Errorf("%w: float truncated", ErrCorrupt)
 			}
 			v.Float, b = math.Float64frombits(binary.LittleEndian.Uint64(b)), b[8:]
-		case KindString, KindBytes, KindDecimal:
+		case KindString, KindBytes, KindDecimal, KindArray:
 			l, n := binary.Uvarint(b)
 			if n <= 0 || uint64(len(b)-n) < l {
 				return dst, fmt.Errorf("%w: string truncated", ErrCorrupt)

@@ -1,10 +1,12 @@
 package row
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Kind is the type of a decoded column value.
@@ -41,6 +43,12 @@ const (
 	// column (`__debezium_unavailable_value`): the value did not change and was
 	// not sent. Consumers must keep the value they stored earlier.
 	KindUnavailable
+	// KindArray is an array (a PostgreSQL array column); Value.Str holds its
+	// elements in the row encoding (AppendRow), so an array is compared,
+	// stored and copied like a string. Build one with Array or
+	// AppendRowValue, read it with Elems. Elements are never
+	// KindUnavailable.
+	KindArray
 )
 
 // UnavailableValue is the placeholder Debezium's PostgreSQL connector sends
@@ -51,7 +59,7 @@ var kindNames = [...]string{
 	KindNull: "null", KindInt: "int", KindFloat: "float", KindBool: "bool",
 	KindString: "string", KindBytes: "bytes", KindDecimal: "decimal",
 	KindDate: "date", KindTimestamp: "timestamp", KindTime: "time",
-	KindUnavailable: "unavailable",
+	KindUnavailable: "unavailable", KindArray: "array",
 }
 
 // String returns the kind's lower-case name.
@@ -102,16 +110,34 @@ func (a Value) Equal(b Value) bool {
 		return true
 	case KindFloat:
 		return a.Float == b.Float || (a.Float != a.Float && b.Float != b.Float)
-	case KindString, KindBytes, KindDecimal:
+	case KindString, KindBytes, KindDecimal, KindArray:
 		return a.Str == b.Str
 	default:
 		return a.Int == b.Int
 	}
 }
 
+// Array returns the array value with elements elems.
+func Array(elems []Value) Value {
+	return Value{Kind: KindArray, Str: string(AppendRow(nil, elems))}
+}
+
+// Elems appends the elements of the array v to dst. It fails (wrapping
+// ErrCorrupt) when v is not a well-formed array.
+func (v Value) Elems(dst []Value) ([]Value, error) {
+	if v.Kind != KindArray {
+		return dst, fmt.Errorf("%w: a %s value is not an array", ErrCorrupt, v.Kind)
+	}
+	if v.Str == "" {
+		return dst, nil
+	}
+	return DecodeRow(dst, unsafe.Slice(unsafe.StringData(v.Str), len(v.Str)))
+}
+
 // Text renders v for humans and for text-typed sinks: integers in decimal,
 // dates as 2006-01-02, timestamps as RFC 3339 with microseconds in UTC, times
-// as 15:04:05.000000, NULL as the empty string.
+// as 15:04:05.000000, arrays as JSON arrays of their elements (AppendJSON),
+// NULL as the empty string.
 func (v Value) Text() string {
 	switch v.Kind {
 	case KindNull:
@@ -134,6 +160,8 @@ func (v Value) Text() string {
 		return time.Unix(0, 0).UTC().Add(d).Format("15:04:05.000000")
 	case KindUnavailable:
 		return UnavailableValue
+	case KindArray:
+		return string(v.AppendJSON(nil))
 	default:
 		return v.Str
 	}
@@ -141,7 +169,8 @@ func (v Value) Text() string {
 
 // AppendJSON appends v as a JSON value: integers and floats as numbers
 // (non-finite floats as strings), booleans as true/false, NULL and unresolved
-// placeholders as null, everything else as the string Text() returns.
+// placeholders as null, arrays as JSON arrays, everything else as the string
+// Text() returns.
 func (v Value) AppendJSON(dst []byte) []byte {
 	switch v.Kind {
 	case KindNull, KindUnavailable:
@@ -160,6 +189,13 @@ func (v Value) AppendJSON(dst []byte) []byte {
 		return strconv.AppendFloat(dst, v.Float, 'g', -1, 64)
 	case KindString, KindDecimal, KindBytes:
 		return AppendJSONString(dst, v.Str)
+	case KindArray:
+		var buf [8]Value
+		elems, err := v.Elems(buf[:0])
+		if err != nil {
+			return append(dst, "null"...)
+		}
+		return appendJSONArray(dst, elems)
 	default:
 		return AppendJSONString(dst, v.Text())
 	}

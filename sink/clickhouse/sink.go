@@ -133,7 +133,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 	if err == nil && opts.Recreate {
 		err = s.drop(ctx)
 	}
-	if err == nil && (knownTypes(opts.Types) || s.tableExists(ctx)) {
+	if err == nil && (knownTypes(opts.Types) || knownTypes(cfg.DeclaredOutputTypes()) || s.tableExists(ctx)) {
 		err = s.setup(ctx, nil)
 	}
 	if err != nil {
@@ -168,7 +168,7 @@ func (s *Sink) Server() Server { return s.srv }
 
 func knownTypes(ts []row.ColumnType) bool {
 	for _, t := range ts {
-		if t.Connect != "" || t.Kind != row.KindNull {
+		if t.Known() {
 			return true
 		}
 	}

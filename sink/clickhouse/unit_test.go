@@ -60,7 +60,10 @@ func TestParseType(t *testing.T) {
 		"DateTime64(6, 'UTC')":              {base: tDateTime64},
 		"Nullable(DateTime('Europe/Rome'))": {base: tDateTime, nullable: true},
 		"UUID":                              {base: tUUID},
-		"Bool":                              {base: tUInt8},
+		"Bool":                              {base: tBool},
+		"Date32":                            {base: tDate32},
+		"Array(Nullable(Int32))":            {base: tArray},
+		"Decimal64(4)":                      {base: tDecimal},
 	}
 	for s, want := range ok {
 		got, err := parseType(s)
@@ -68,7 +71,7 @@ func TestParseType(t *testing.T) {
 			t.Errorf("parseType(%q) = %+v, %v; want %+v", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"Array(String)", "LowCardinality(String)", "Map(String, String)", "Strin", "Nullable(Array(Int8))", "Decimal(38, 2"} {
+	for _, s := range []string{"Array(Array(String))", "Array", "DateTime64(x)", "Decimal(40, 2)", "Decimal(2, 3)", "LowCardinality(String)", "Map(String, String)", "Strin", "Nullable(Array(Int8))", "Decimal(38, 2"} {
 		if _, err := parseType(s); err == nil {
 			t.Errorf("parseType(%q): no error", s)
 		}
@@ -106,7 +109,7 @@ func TestColumnConversions(t *testing.T) {
 	if err := s.put(0, row.Unavailable()); err == nil {
 		t.Error("String accepted the TOAST placeholder")
 	}
-	tc := newColumn(colType{base: tDateTime64})
+	tc := newColumn(colType{base: tDateTime64, prec: 6})
 	if err := tc.put(0, row.Timestamp(1_700_000_000_123_456)); err != nil {
 		t.Fatal(err)
 	}
