@@ -68,6 +68,7 @@ type Decoder struct {
 	declErr  *DecodeError // a declared type that cannot be decoded
 	declared bool         // some column has a declared type
 	keyClass []uint32     // per key column: the class of its values, 0 until seen
+	learned  int          // how many keyClass entries are set
 	ph       placeholders
 
 	abuf      [][]byte // per array nesting level: the elements' encoding
@@ -927,6 +928,11 @@ func (d *Decoder) KeyTypes() []byte {
 	return b
 }
 
+// KeyTypesLearned counts the key columns whose type the decoder has fixed
+// (it only grows): a caller persisting KeyTypes compares it with the count
+// it last saved instead of encoding KeyTypes per record.
+func (d *Decoder) KeyTypesLearned() int { return d.learned }
+
 // RestoreKeyTypes sets what KeyTypes returned, e.g. by an earlier run. It
 // fails when b is corrupt or is for another number of key columns; an
 // empty b changes nothing.
@@ -950,6 +956,12 @@ func (d *Decoder) RestoreKeyTypes(b []byte) error {
 		return fmt.Errorf("cdcjoin: key types: corrupt encoding")
 	}
 	copy(d.keyClass, classes)
+	d.learned = 0
+	for _, c := range d.keyClass {
+		if c != 0 {
+			d.learned++
+		}
+	}
 	return nil
 }
 
@@ -982,6 +994,7 @@ func (d *Decoder) keyValue(j int, info *colInfo, v *row.Value) *DecodeError {
 		return nil
 	case 0:
 		d.keyClass[j] = class
+		d.learned++
 		return nil
 	}
 	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1,

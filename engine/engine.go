@@ -96,6 +96,11 @@ type Engine struct {
 	resume  map[topicPart]int64
 	next    map[topicPart]int64 // positions reached so far, written at each Commit
 	types   job.Types
+	// keyTypes is what the decoders learned about key column types
+	// (job.Decoder.KeyTypes), committed with the state when it changed, and
+	// given to every decoder made later.
+	keyTypes      []byte
+	keyTypesDirty bool
 }
 
 var (
@@ -113,6 +118,7 @@ const (
 	metaInputs      = "inputs"  // uint64: keyed inputs applied
 	metaLegacyCount = "version" // ≤ wave 1: the version counter (= inputs, legacy clock)
 	metaFingerprint = "fingerprint"
+	metaKeyTypes    = "keytypes" // job.Decoder.KeyTypes
 )
 
 // Open opens the state in cfg.State.Dir and prepares the engine.
@@ -155,6 +161,10 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		store.Close()
 		return nil, err
 	}
+	if err := e.dec.RestoreKeyTypes(e.keyTypes); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cdcjoin: state in %s: %w", cfg.State.Dir, err)
+	}
 	e.txn = store.Begin()
 	return e, nil
 }
@@ -180,6 +190,9 @@ func (e *Engine) load() error {
 		return fmt.Errorf("cdcjoin: state in %s was built for another join shape (%s); remove it to rebuild", e.cfg.State.Dir, fp)
 	}
 	if err := e.loadClock(); err != nil {
+		return err
+	}
+	if e.keyTypes, err = e.store.Meta(metaKeyTypes); err != nil {
 		return err
 	}
 	return e.store.Positions(func(topic string, part int32, next int64) error {
@@ -228,6 +241,10 @@ func (e *Engine) OutputTypes() []row.ColumnType { return e.types.Output(e.spec) 
 // Clock().At(Inputs())).
 func (e *Engine) Clock() version.Clock { return e.clock }
 
+// KeyTypes returns what the decoders learned about key column types
+// (job.Decoder.KeyTypes; nil when nothing was learned).
+func (e *Engine) KeyTypes() []byte { return e.keyTypes }
+
 // Inputs returns the number of keyed inputs applied so far.
 func (e *Engine) Inputs() int64 { return e.inputs }
 
@@ -248,22 +265,32 @@ func (e *Engine) Spec() *keyed.Spec { return e.spec }
 // than the one applying it). Its event's slices belong to it, so a Decoded
 // can be reused for another record once applied.
 type Decoded struct {
-	Record Record // Key/Value are kept only when Err is set (for dead-lettering)
-	side   row.Side
-	ok     bool  // false: a tombstone
-	Err    error // a bad-record error naming the record's position
-	ev     debezium.Event
+	Record   Record // Key/Value are kept only when Err is set (for dead-lettering)
+	side     row.Side
+	ok       bool  // false: a tombstone
+	Err      error // a bad-record error naming the record's position
+	ev       debezium.Event
+	keyTypes []byte // the decoder's KeyTypes when this record taught it one
 }
 
 // NewDecoder returns a decoder for e's topics, for use on another
-// goroutine (see Decode).
-func (e *Engine) NewDecoder() *job.Decoder { return job.NewDecoder(e.cfg, e.spec) }
+// goroutine (see Decode), knowing the key column types learned so far.
+func (e *Engine) NewDecoder() *job.Decoder {
+	d := job.NewDecoder(e.cfg, e.spec)
+	d.RestoreKeyTypes(e.keyTypes) // the engine's own encoding: cannot fail
+	return d
+}
 
 // Decode decodes r into out with d. It never fails: a bad record is
 // reported in out.Err and handled by Apply according to the error policy.
 func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	out.Record = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+	learned := d.KeyTypesLearned()
 	out.side, out.ok, out.Err = d.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &out.ev)
+	out.keyTypes = nil
+	if d.KeyTypesLearned() != learned {
+		out.keyTypes = d.KeyTypes()
+	}
 	if out.Err != nil {
 		out.Record.Key = append([]byte(nil), r.Key...)
 		out.Record.Value = append([]byte(nil), r.Value...)
@@ -321,6 +348,9 @@ type badError struct {
 func (b *badError) Error() string { return b.err.Error() }
 
 func (e *Engine) apply(ctx context.Context, d *Decoded) error {
+	if d.keyTypes != nil {
+		e.keyTypes, e.keyTypesDirty = d.keyTypes, true
+	}
 	if d.Err != nil {
 		kind := "decode"
 		var de *debezium.DecodeError
@@ -376,11 +406,16 @@ func (e *Engine) Commit(ctx context.Context) error {
 	if err := e.txn.SetMeta(metaFingerprint, e.fingerprint()); err != nil {
 		return err
 	}
+	if e.keyTypesDirty {
+		if err := e.txn.SetMeta(metaKeyTypes, e.keyTypes); err != nil {
+			return err
+		}
+	}
 	if err := e.txn.Commit(); err != nil {
 		return err
 	}
 	e.stats.Commits++
-	e.pending = 0
+	e.pending, e.keyTypesDirty = 0, false
 	e.txn = e.store.Begin()
 	return nil
 }

@@ -32,3 +32,10 @@ func (d *Decoder) RestoreKeyTypes(b []byte) error {
 	}
 	return d.child.RestoreKeyTypes(b[m+int(n):])
 }
+
+// KeyTypesLearned counts the key columns, of both sides, whose type the
+// decoders have fixed; it only grows, so a driver saves KeyTypes when it
+// changed.
+func (d *Decoder) KeyTypesLearned() int {
+	return d.parent.KeyTypesLearned() + d.child.KeyTypesLearned()
+}

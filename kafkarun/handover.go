@@ -150,6 +150,16 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 	if err := loadIndexes(t, kc, top, produce, &st, progress); err != nil {
 		return st, err
 	}
+	// What the replay's decoders learned about key column types goes with
+	// every index partition, as the keying stage keeps it.
+	if kt := eng.KeyTypes(); kt != nil {
+		for p := int32(0); p < top.childParts; p++ {
+			produce(&kgo.Record{Topic: kc.ChildIndexTopic(), Partition: p, Key: []byte(keyTypesKey), Value: kt})
+		}
+		for p := int32(0); p < top.parentParts; p++ {
+			produce(&kgo.Record{Topic: kc.ParentIndexTopic(), Partition: p, Key: []byte(keyTypesKey), Value: kt})
+		}
+	}
 	if err := pcl.Flush(ctx); err != nil {
 		return st, fmt.Errorf("cdcjoin: handover: %w", err)
 	}

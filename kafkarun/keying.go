@@ -61,6 +61,10 @@ type keying struct {
 	policy  deadletter.Policy
 	ev      debezium.Event
 	srcPart int32 // source partition of the record being keyed (changelog partition)
+	// keyTypesSaved is the decoder's KeyTypesLearned as last committed to
+	// the changelogs; keyTypesPending what the transaction in progress
+	// writes.
+	keyTypesSaved, keyTypesPending int
 
 	mu  sync.Mutex
 	idx map[sourcePart]*joinstate.Store // source partition → its index
@@ -212,6 +216,9 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 			err = k.record(ctx, pctx, r)
 		}
 	})
+	if err == nil {
+		k.saveKeyTypes(pctx)
+	}
 	k.pmu.Lock()
 	if err == nil {
 		err = k.perr
@@ -240,6 +247,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		k.log.Info("transaction aborted by a rebalance; records will be re-keyed")
 		return nil
 	}
+	k.keyTypesSaved = max(k.keyTypesSaved, k.keyTypesPending)
 	for p, t := range k.txns {
 		delete(k.txns, p)
 		if err := t.Commit(); err != nil {
@@ -261,6 +269,15 @@ func (k *keying) abortTxns() {
 // record keys one source record. Bad records follow the error policy; other
 // errors are fatal.
 func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
+	// Restore the partition's index (and what the decoder learned) first,
+	// so the record is decoded knowing it.
+	var t *joinstate.Txn
+	if side := k.dec.Side(r.Topic); side != 0 {
+		var err error
+		if t, err = k.txn(ctx, sourcePart{side, r.Partition}); err != nil {
+			return err
+		}
+	}
 	side, ok, err := k.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &k.ev)
 	if err != nil {
 		var de *debezium.DecodeError
@@ -275,10 +292,6 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 		return nil
 	}
 	k.m.EventsConsumed.WithLabelValues(r.Topic, k.ev.Op.String()).Inc()
-	t, err := k.txn(ctx, sourcePart{side, r.Partition})
-	if err != nil {
-		return err
-	}
 	k.srcPart, k.pctx, k.keyer.Partition = r.Partition, pctx, r.Partition
 	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
 		return k.produce(pctx, in)
@@ -288,6 +301,33 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 		return k.bad(pctx, r, "key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
 	}
 	return err
+}
+
+// keyTypesKey is the reserved index-changelog key under which the keying
+// stage keeps what its decoder learned about key column types
+// (job.Decoder.KeyTypes); index keys are encoded tuples, which never begin
+// with 0xff.
+const keyTypesKey = "\xffkey-types"
+
+// saveKeyTypes writes the decoder's learned key types to the changelogs of
+// every source partition this instance holds, in the transaction in
+// progress, when they changed since the last save.
+func (k *keying) saveKeyTypes(ctx context.Context) {
+	learned := k.dec.KeyTypesLearned()
+	if learned == k.keyTypesSaved {
+		return
+	}
+	b := k.dec.KeyTypes()
+	k.mu.Lock()
+	parts := make([]sourcePart, 0, len(k.idx))
+	for sp := range k.idx {
+		parts = append(parts, sp)
+	}
+	k.mu.Unlock()
+	for _, sp := range parts {
+		k.sess.Produce(ctx, &kgo.Record{Topic: k.indexTopic(sp.side), Partition: sp.part, Key: []byte(keyTypesKey), Value: b}, k.promise)
+	}
+	k.keyTypesPending = learned
 }
 
 // txn returns the transaction of source partition p's index, restoring the
@@ -330,6 +370,12 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	n := 0
 	err = readPartition(ctx, k.base, k.adm, k.indexTopic(sp.side), p, func(r *kgo.Record) error {
 		n++
+		if string(r.Key) == keyTypesKey {
+			if r.Value != nil && k.dec.KeyTypesLearned() == 0 {
+				return k.dec.RestoreKeyTypes(r.Value)
+			}
+			return nil
+		}
 		switch {
 		case sp.side == row.Parent && r.Value == nil:
 			return t.DeleteParentIndex(r.Key)

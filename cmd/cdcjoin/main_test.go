@@ -168,6 +168,13 @@ func TestReplayKeyTypes(t *testing.T) {
 	if code != 0 || strings.Count(out, `"user_id":258,`) != 3 {
 		t.Fatalf("exit %d: %s %s; want the three children joined to parent 258", code, out, errs)
 	}
+	// What the decoder learned is committed with the state: a resumed
+	// replay still rejects the string spelling.
+	more := writeFile(t, dir, "more.jsonl", child(3, `"258"`))
+	code, out, errs = run(t, "replay", "--config", exampleConfig(t, dir, ""), "--input", more, "--resume", "--quiet")
+	if code != 1 || !strings.Contains(errs, "dbserver1.public.domains/0@3") || !strings.Contains(errs, "type_mismatch") {
+		t.Fatalf("a string foreign key after a resume: exit %d, out %q, err %q; want a bad record naming domains/0@3", code, out, errs)
+	}
 }
 
 // A decimal column without schemas: with its type declared (and
