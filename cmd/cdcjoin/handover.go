@@ -30,8 +30,7 @@ offset as in Kafka). The typical use: backfill a big table fast with
 Refuses a job that has already run. Safe to run again if interrupted.`)
 		cfgPath := fs.String("config", "", "job configuration (YAML) `file` of the run (required)")
 		state := fs.String("state", "", "the replay's state `dir` (required)")
-		logFormat := fs.String("log-format", "text", "log format: text or json (logs go to stderr)")
-		logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+		logger := logFlags(fs, stderr)
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
@@ -39,7 +38,7 @@ Refuses a job that has already run. Safe to run again if interrupted.`)
 			fs.Usage()
 			return fmt.Errorf("cdcjoin handover: --config and --state are required: %w", errUsage)
 		}
-		log, err := newLogger(stderr, *logFormat, *logLevel)
+		log, err := logger()
 		if err != nil {
 			return err
 		}
