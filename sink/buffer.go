@@ -59,7 +59,8 @@ func (b *Buffer) Add(ctx context.Context, c *row.Change) error {
 
 func (b *Buffer) copyVals(v []row.Value) []row.Value {
 	if cap(b.vals)-len(b.vals) < len(v) {
-		b.vals = make([]row.Value, 0, max(4096, len(v)))
+		// The changes already buffered keep the old arena.
+		b.vals = make([]row.Value, 0, max(4096, 2*cap(b.vals), len(v)))
 	}
 	n := len(b.vals)
 	b.vals = append(b.vals, v...)
@@ -67,7 +68,7 @@ func (b *Buffer) copyVals(v []row.Value) []row.Value {
 }
 
 // Write hands the buffered changes to the sink (the sink copies what it
-// keeps, so the buffer starts a fresh arena).
+// keeps, so the buffer reuses its arena).
 func (b *Buffer) Write(ctx context.Context) error {
 	if len(b.buf) == 0 {
 		return nil
@@ -80,7 +81,8 @@ func (b *Buffer) Write(ctx context.Context) error {
 	b.written += len(b.buf)
 	clear(b.buf)
 	b.buf = b.buf[:0]
-	b.vals = nil
+	clear(b.vals) // drop the strings the values reference
+	b.vals = b.vals[:0]
 	return nil
 }
 
