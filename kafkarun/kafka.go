@@ -191,7 +191,7 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, parts int3
 // readPartition calls fn for every committed record of topic/partition from
 // its start up to its end as of the call (the last stable offset, re-read
 // while the partition settles). Used to restore state from a changelog.
-func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic string, p int32, fn func(*kgo.Record) error) error {
+func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic string, p int32, from int64, fn func(*kgo.Record) error) error {
 	end, err := partitionEnd(ctx, adm, topic, p)
 	if err != nil {
 		return err
@@ -201,11 +201,12 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 		return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err)
 	}
 	start, _ := starts.Lookup(topic, p)
-	if end <= start.Offset {
+	first := max(start.Offset, from)
+	if end <= first {
 		return nil
 	}
 	opts := append(append([]kgo.Opt(nil), base...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(first)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(200*time.Millisecond),
@@ -215,7 +216,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 		return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err)
 	}
 	defer cl.Close()
-	next := start.Offset
+	next := first
 	for next < end {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)

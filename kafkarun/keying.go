@@ -2,9 +2,11 @@ package kafkarun
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,15 +75,19 @@ type keying struct {
 	perr error                         // first produce error of the transaction
 	pmu  sync.Mutex
 	pctx context.Context // produce context of the transaction in progress
+	// logged is, per source partition, the changelog offset after the last
+	// index record the transaction in progress produced (under pmu).
+	logged map[sourcePart]int64
 }
 
 func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
 	k := &keying{
 		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
-		dec:   job.NewDecoder(cfg, spec),
-		keyer: keyed.NewKeyer(spec),
-		idx:   map[sourcePart]*joinstate.Store{},
-		txns:  map[sourcePart]*joinstate.Txn{},
+		dec:    job.NewDecoder(cfg, spec),
+		keyer:  keyed.NewKeyer(spec),
+		idx:    map[sourcePart]*joinstate.Store{},
+		txns:   map[sourcePart]*joinstate.Txn{},
+		logged: map[sourcePart]int64{},
 	}
 	// The keyed topic is compacted: parent rows must be complete in it.
 	k.keyer.ResolveParents = true
@@ -207,6 +213,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		return fmt.Errorf("cdcjoin: keying: begin transaction: %w", err)
 	}
 	k.perr = nil
+	clear(k.logged)
 	// Records of a transaction are produced even while shutting down, so
 	// that the poll in progress commits as a whole (drain).
 	pctx := context.WithoutCancel(ctx)
@@ -248,8 +255,19 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		return nil
 	}
 	k.keyTypesSaved = max(k.keyTypesSaved, k.keyTypesPending)
+	k.pmu.Lock()
+	logged := maps.Clone(k.logged)
+	k.pmu.Unlock()
 	for p, t := range k.txns {
 		delete(k.txns, p)
+		// The local index now reflects its changelog up to the records
+		// just committed: a restart reads only what comes after.
+		if next, ok := logged[p]; ok {
+			if err := t.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(next))); err != nil {
+				t.Abort()
+				return fmt.Errorf("cdcjoin: keying: %s index partition %d: %w", p.side, p.part, err)
+			}
+		}
 		if err := t.Commit(); err != nil {
 			// The changelog is ahead of the local index: drop it, a
 			// restore rebuilds it.
@@ -353,23 +371,50 @@ func (k *keying) txn(ctx context.Context, p sourcePart) (*joinstate.Txn, error) 
 	return t, nil
 }
 
-// restore rebuilds source partition sp's index from its changelog.
+// Local index metadata.
+const (
+	// metaChangelog is the changelog offset up to which (exclusive) the
+	// local index reflects its changelog partition.
+	metaChangelog = "changelog"
+	// metaIndexShape identifies the projection the index was built for.
+	metaIndexShape = "shape"
+)
+
+// restore opens source partition sp's local index, bringing it up to date
+// with its changelog: an index left by an earlier run of this instance
+// (same projection, its changelog position still in the log) reads only
+// the records after its position; otherwise it is rebuilt from the whole
+// changelog partition. Either way it then matches the committed source
+// offset of sp (KIP-447 stable offsets make a new owner wait for the
+// previous owner's transaction).
 func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, error) {
 	p := sp.part
+	start := time.Now()
 	dir := filepath.Join(k.cfg.State.Dir, "keying", sp.side.String()+"-"+strconv.Itoa(int(p)))
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", sp.side, err)
-	}
+	topic := k.indexTopic(sp.side)
 	so := job.StateOptions(k.cfg, dir)
 	so.CacheBytes = 8 << 20
-	s, err := joinstate.Open(so)
+	shape := []byte(fmt.Sprintf("%v|%v", k.spec.ParentColumns, k.spec.ChildColumns))
+	s, from, err := k.reusable(so, topic, p, shape)
 	if err != nil {
 		return nil, err
 	}
+	mode := "reuse"
+	if s == nil {
+		mode = "rebuild"
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", sp.side, err)
+		}
+		if s, err = joinstate.Open(so); err != nil {
+			return nil, err
+		}
+	}
 	t := s.Begin()
 	n := 0
-	err = readPartition(ctx, k.base, k.adm, k.indexTopic(sp.side), p, func(r *kgo.Record) error {
+	next := from
+	err = readPartition(ctx, k.base, k.adm, topic, p, from, func(r *kgo.Record) error {
 		n++
+		next = r.Offset + 1
 		if string(r.Key) == keyTypesKey {
 			if r.Value != nil && k.dec.KeyTypesLearned() == 0 {
 				return k.dec.RestoreKeyTypes(r.Value)
@@ -387,6 +432,12 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		return t.SetChildIndex(r.Key, r.Value)
 	})
 	if err == nil {
+		err = t.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(next)))
+	}
+	if err == nil {
+		err = t.SetMeta(metaIndexShape, shape)
+	}
+	if err == nil {
 		err = t.Commit()
 	} else {
 		t.Abort()
@@ -395,8 +446,55 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		s.Close()
 		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", sp.side, p, err)
 	}
-	k.log.Info("restored index", "side", sp.side, "partition", p, "records", n)
+	if mode == "reuse" && n > 0 {
+		mode = "catch-up"
+	}
+	k.m.IndexRestoreRecords.WithLabelValues(sp.side.String(), mode).Add(float64(n))
+	k.log.Info("index ready", "side", sp.side, "partition", p, "mode", mode, "records_read", n, "elapsed", time.Since(start).Round(time.Millisecond))
 	return s, nil
+}
+
+// reusable opens the local index in so.Dir when it was left by an earlier
+// run for the same projection and its changelog position is still in the
+// partition's log; it returns the store and the offset to read from, or a
+// nil store (rebuild from the log start).
+func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []byte) (*joinstate.Store, int64, error) {
+	if _, err := os.Stat(so.Dir); err != nil {
+		return nil, 0, nil
+	}
+	s, err := joinstate.Open(so)
+	if err != nil {
+		k.log.Warn("local index unusable; rebuilding it from the changelog", "dir", so.Dir, "err", err)
+		return nil, 0, nil
+	}
+	pos, err1 := s.Meta(metaChangelog)
+	sh, err2 := s.Meta(metaIndexShape)
+	if err1 != nil || err2 != nil || len(pos) != 8 || string(sh) != string(shape) {
+		s.Close()
+		return nil, 0, nil
+	}
+	from := int64(binary.BigEndian.Uint64(pos))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	starts, err := k.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var end int64
+	if err == nil {
+		end, err = partitionEnd(ctx, k.adm, topic, p)
+	}
+	if err != nil {
+		s.Close()
+		return nil, 0, fmt.Errorf("cdcjoin: keying: %s/%d offsets: %w", topic, p, err)
+	}
+	st, _ := starts.Lookup(topic, p)
+	if from < st.Offset || from > end {
+		// Compacted or deleted past the position, or another log: rebuild.
+		s.Close()
+		return nil, 0, nil
+	}
+	return s, from, nil
 }
 
 // produce sends the keyed record(s) of in within the current transaction.
@@ -426,15 +524,28 @@ func (k *keying) changelog(side row.Side, key, entry []byte) error {
 	return nil
 }
 
-func (k *keying) promise(_ *kgo.Record, err error) {
-	if err == nil {
+func (k *keying) promise(r *kgo.Record, err error) {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	if err != nil {
+		if k.perr == nil {
+			k.perr = fmt.Errorf("cdcjoin: keying: produce: %w", err)
+		}
 		return
 	}
-	k.pmu.Lock()
-	if k.perr == nil {
-		k.perr = fmt.Errorf("cdcjoin: keying: produce: %w", err)
+	var side row.Side
+	switch r.Topic {
+	case k.cfg.Kafka.ChildIndexTopic():
+		side = row.Child
+	case k.cfg.Kafka.ParentIndexTopic():
+		side = row.Parent
+	default:
+		return
 	}
-	k.pmu.Unlock()
+	sp := sourcePart{side, r.Partition}
+	if r.Offset >= k.logged[sp] {
+		k.logged[sp] = r.Offset + 1
+	}
 }
 
 // bad applies the error policy to a record that cannot be decoded or
