@@ -209,6 +209,18 @@ func (k *keying) run(ctx context.Context) error {
 
 // transact keys one poll's records inside one transaction and commits it.
 func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
+	// Bring the indexes of newly assigned partitions up to date before the
+	// transaction begins: a long rebuild must not run into the
+	// transaction timeout.
+	var rerr error
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if side := k.dec.Side(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
+			_, rerr = k.index(ctx, sourcePart{side, p.Partition})
+		}
+	})
+	if rerr != nil {
+		return rerr
+	}
 	if err := k.sess.Begin(); err != nil {
 		return fmt.Errorf("cdcjoin: keying: begin transaction: %w", err)
 	}
@@ -348,27 +360,37 @@ func (k *keying) saveKeyTypes(ctx context.Context) {
 	k.keyTypesPending = learned
 }
 
-// txn returns the transaction of source partition p's index, restoring the
-// index first if this instance was just assigned p.
+// txn returns the transaction of source partition p's index.
 func (k *keying) txn(ctx context.Context, p sourcePart) (*joinstate.Txn, error) {
 	if t := k.txns[p]; t != nil {
 		return t, nil
 	}
-	k.mu.Lock()
-	s := k.idx[p]
-	k.mu.Unlock()
-	if s == nil {
-		var err error
-		if s, err = k.restore(ctx, p); err != nil {
-			return nil, err
-		}
-		k.mu.Lock()
-		k.idx[p] = s
-		k.mu.Unlock()
+	s, err := k.index(ctx, p)
+	if err != nil {
+		return nil, err
 	}
 	t := s.Begin()
 	k.txns[p] = t
 	return t, nil
+}
+
+// index returns source partition p's index store, restoring it first if
+// this instance was just assigned p.
+func (k *keying) index(ctx context.Context, p sourcePart) (*joinstate.Store, error) {
+	k.mu.Lock()
+	s := k.idx[p]
+	k.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := k.restore(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.idx[p] = s
+	k.mu.Unlock()
+	return s, nil
 }
 
 // Local index metadata.
