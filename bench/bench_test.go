@@ -2,18 +2,21 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	json "github.com/goccy/go-json"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 func TestHistogramQuantiles(t *testing.T) {
@@ -132,7 +135,7 @@ func TestSynthDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := keyed.NewSpec(cfg)
+	spec := job.MustSpec(cfg)
 	s := newSynth()
 	var ev debezium.Event
 	k, v := s.user('u', hotUserID, "Storm1", "Hot", 5)
@@ -153,8 +156,8 @@ func TestSynthDecodes(t *testing.T) {
 
 func TestNullSinkEncodes(t *testing.T) {
 	s := NewNullSink([]string{"a", "b"})
-	cs := []keyed.Change{{Op: keyed.Upsert, Version: 3, ParentKey: []debezium.Value{debezium.Int(1)},
-		ChildKey: []debezium.Value{debezium.Int(2)}, Values: []debezium.Value{debezium.Int(1), debezium.String("x")}}}
+	cs := []row.Change{{Op: row.Upsert, Version: 3, ParentKey: []row.Value{row.Int(1)},
+		ChildKey: []row.Value{row.Int(2)}, Values: []row.Value{row.Int(1), row.String("x")}}}
 	if err := s.Write(context.Background(), cs); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +295,7 @@ func TestSmoke(t *testing.T) {
 	CheckReport(t, rep, dir)
 }
 
-// TestSmokeKafka is TestSmoke through the real Kafka runtime (runtime.Run
+// TestSmokeKafka is TestSmoke through the real Kafka runtime (kafkarun.Run
 // on in-process kfake, four producers).
 func TestSmokeKafka(t *testing.T) {
 	if os.Getenv("CDCJOIN_BENCH_SMOKE") == "" {
@@ -317,7 +320,7 @@ func TestFences(t *testing.T) {
 	for s := 0; s < k; s++ {
 		for p := 0; p < k; p++ {
 			id := fenceParent(s, p, k)
-			if got := keyed.Partition(joinstate.AppendKey(nil, []debezium.Value{debezium.Int(id)}), k); got != int32(p) {
+			if got := keyed.Partition(row.AppendKey(nil, []row.Value{row.Int(id)}), k); got != int32(p) {
 				t.Errorf("fence parent %d of (%d,%d) hashes to %d", id, s, p, got)
 			}
 			if seen[id] || id <= probeUserID || id >= fenceChild0 {
@@ -328,8 +331,8 @@ func TestFences(t *testing.T) {
 	}
 	f := newFences(k, k)
 	for i := 0; i < k*k; i++ {
-		c := keyed.Change{Op: keyed.Upsert, ChildKey: []debezium.Value{debezium.Int(fenceChild0 + int64(i))},
-			Values: []debezium.Value{debezium.Int(1), {Kind: debezium.KindString, Str: "F2"}, {}, {}, {Kind: debezium.KindString, Str: "fence-3"}}}
+		c := row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(fenceChild0 + int64(i))},
+			Values: []row.Value{row.Int(1), {Kind: row.KindString, Str: "F2"}, {}, {}, {Kind: row.KindString, Str: "fence-3"}}}
 		if !f.seen(&c) {
 			t.Fatal("fence row not recognised")
 		}
@@ -337,7 +340,7 @@ func TestFences(t *testing.T) {
 			t.Fatal("reached before the flush acknowledged the fences")
 		}
 	}
-	if probe := (keyed.Change{Op: keyed.Upsert, ChildKey: []debezium.Value{debezium.Int(probeChild0)}}); f.seen(&probe) {
+	if probe := (row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(probeChild0)}}); f.seen(&probe) {
 		t.Error("a probe row taken for a fence")
 	}
 	f.acked()

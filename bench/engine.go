@@ -10,7 +10,6 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
 
@@ -36,7 +35,7 @@ func jobConfigTopics(o Options, parentTopic, childTopic, stateDir, extra string)
 }
 
 // driver feeds a pipeline phase by phase. Implementations: engineDriver
-// (in-process engine) and kafkaDriver (runtime.Run on Kafka).
+// (in-process engine) and kafkaDriver (kafkarun.Run on Kafka).
 type driver interface {
 	// phase runs one phase to completion: every record of the phase has
 	// been processed and its changes acknowledged by the sink.
@@ -73,17 +72,7 @@ func newEngineDriver(ctx context.Context, o Options, p plan, stateDir string, in
 		inner = NewNullSink(cfg.OutputNames())
 	}
 	d.ps = &probeSink{inner: inner, p: pr, out: &smp.out}
-	var one [1]keyed.Change
-	d.eng, err = engine.Open(cfg, engine.Options{
-		Emit: func(c *keyed.Change) error {
-			one[0] = *c
-			return d.ps.Write(ctx, one[:])
-		},
-		Flush: func(ctx context.Context) error {
-			d.last = time.Now()
-			return d.ps.Flush(ctx)
-		},
-	})
+	d.eng, err = engine.Open(cfg, engine.Options{Sink: timedSink{d.ps, d}})
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +83,17 @@ func newEngineDriver(ctx context.Context, o Options, p plan, stateDir string, in
 	}
 	d.src.start(ctx)
 	return d, nil
+}
+
+// timedSink notes when the engine last flushed (before each commit).
+type timedSink struct {
+	sink.Sink
+	d *engineDriver
+}
+
+func (s timedSink) Flush(ctx context.Context) error {
+	s.d.last = time.Now()
+	return s.Sink.Flush(ctx)
 }
 
 func (d *engineDriver) close() error {

@@ -12,19 +12,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cdcjoin/cdcjoin/runtime"
-	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
 )
 
-// kafkaDriver runs the real Kafka runtime (runtime.Run: keying stage with
+// kafkaDriver runs the real Kafka runtime (kafkarun.Run: keying stage with
 // Kafka transactions, join stage on pebble) against an in-process kfake
 // cluster or real brokers. Several producers (one generator OS thread and
 // one kgo.Client each, disjoint id ranges) write each phase's records into
@@ -157,7 +157,7 @@ func newKafkaDriver(ctx context.Context, o Options, p plan, stateDir string, inn
 	go func() {
 		defer d.wg.Done()
 		defer close(d.runDone)
-		d.runErr = runtime.Run(rctx, cfg, runtime.Options{Sink: d.ps, Logger: log, Registry: d.reg})
+		d.runErr = kafkarun.Run(rctx, cfg, kafkarun.Options{Sink: d.ps, Logger: log, Registry: d.reg})
 	}()
 	go func() {
 		defer d.wg.Done()
@@ -251,7 +251,7 @@ func (d *kafkaDriver) close() error {
 func fenceParent(s, p int, keyedParts int32) int64 {
 	id := fenceParent0 + int64(s)<<24 + int64(p)<<16
 	for {
-		if keyed.Partition(joinstate.AppendKey(nil, []debezium.Value{debezium.Int(id)}), keyedParts) == int32(p) {
+		if keyed.Partition(row.AppendKey(nil, []row.Value{row.Int(id)}), keyedParts) == int32(p) {
 			return id
 		}
 		id++
@@ -598,12 +598,12 @@ func newFences(sourceParts, keyedParts int) *fences {
 
 // seen notes a fence change written to the sink (acknowledged at flush).
 // It reports whether c is a fence row.
-func (f *fences) seen(c *keyed.Change) bool {
+func (f *fences) seen(c *row.Change) bool {
 	ck := c.ChildKey
-	if len(ck) != 1 || ck[0].Kind != debezium.KindInt || ck[0].Int < fenceChild0 || ck[0].Int >= fenceChild0+int64(len(f.parent)) {
+	if len(ck) != 1 || ck[0].Kind != row.KindInt || ck[0].Int < fenceChild0 || ck[0].Int >= fenceChild0+int64(len(f.parent)) {
 		return false
 	}
-	if c.Op != keyed.Upsert || len(c.Values) < 5 {
+	if c.Op != row.Upsert || len(c.Values) < 5 {
 		return true
 	}
 	fs := fenceSeen{idx: int(ck[0].Int - fenceChild0), parent: roundOf(c.Values[1].Str, "F"), child: roundOf(c.Values[4].Str, "fence-")}

@@ -88,7 +88,7 @@ func (r *Report) Markdown() string {
 		p(" (in-process decode → key → join on one pebble state, single goroutine; the generator runs on its own OS thread and its CPU is excluded)")
 	}
 	if r.Pipeline == PipelineKafka {
-		p(" (the real runtime.Run: keying stage with Kafka transactions → keyed topic → join stage on per-partition pebble state; brokers: %s; %d parallel producers, acks=all; CPU includes the producers' clients and an in-process broker, only the generator threads are excluded; a phase ends when fence rows sent after all its records reached the sink; state bytes are the du of state.dir, WAL included)",
+		p(" (the real kafkarun.Run: keying stage with Kafka transactions → keyed topic → join stage on per-partition pebble state; brokers: %s; %d parallel producers, acks=all; CPU includes the producers' clients and an in-process broker, only the generator threads are excluded; a phase ends when fence rows sent after all its records reached the sink; state bytes are the du of state.dir, WAL included)",
 			r.Settings.Brokers, r.Settings.Producers)
 	}
 	if r.Sink == "null" {

@@ -12,7 +12,7 @@ import (
 // Pipelines the harness can drive.
 const (
 	PipelineEngine = "engine" // in-process decode → key → join (package engine)
-	PipelineKafka  = "kafka"  // runtime.Run on Kafka (in-process kfake, or Brokers)
+	PipelineKafka  = "kafka"  // kafkarun.Run on Kafka (in-process kfake, or Brokers)
 )
 
 // Workload describes the generated source tables and CDC traffic. Row

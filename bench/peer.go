@@ -13,9 +13,8 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/bench/peers"
 	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Peer names accepted by PeerOptions.Peers.
@@ -351,7 +350,7 @@ func (c *cdcjoinPeer) timed() string {
 
 func (c *cdcjoinPeer) run(ctx context.Context, stateDir string) (PeerRun, error) {
 	sw := startWatch()
-	_, err := c.replay(ctx, stateDir, nil)
+	err := c.replay(ctx, stateDir, nil)
 	wall, cpu := sw.elapsed()
 	return PeerRun{Seconds: wall, CPUSeconds: cpu}, err
 }
@@ -359,16 +358,16 @@ func (c *cdcjoinPeer) run(ctx context.Context, stateDir string) (PeerRun, error)
 func (c *cdcjoinPeer) final(ctx context.Context, stateDir, out string) (int64, error) {
 	defer os.RemoveAll(stateDir)
 	var n int64
-	_, err := c.replay(ctx, stateDir, func(eng *engine.Engine, names []string) error {
+	err := c.replay(ctx, stateDir, func(eng *engine.Engine, names []string) error {
 		f, err := os.Create(out)
 		if err != nil {
 			return fmt.Errorf("cdcjoin: bench: %w", err)
 		}
 		w := bufio.NewWriterSize(f, 1<<20)
 		var buf []byte
-		err = eng.Final(func(_, _ []debezium.Value, vals []debezium.Value) error {
+		err = eng.Final(func(_, _ []row.Value, vals []row.Value) error {
 			n++
-			buf = keyed.AppendJSONObject(buf[:0], names, vals)
+			buf = row.AppendJSONObject(buf[:0], names, vals)
 			buf = append(buf, '\n')
 			_, err := w.Write(buf)
 			return err
@@ -389,17 +388,17 @@ func (c *cdcjoinPeer) final(ctx context.Context, stateDir, out string) (int64, e
 
 // replay applies the workload files to a new state in stateDir and, if
 // after is set, calls it before closing the engine.
-func (c *cdcjoinPeer) replay(ctx context.Context, stateDir string, after func(*engine.Engine, []string) error) (changes uint64, err error) {
+func (c *cdcjoinPeer) replay(ctx context.Context, stateDir string, after func(*engine.Engine, []string) error) (err error) {
 	if err := os.RemoveAll(stateDir); err != nil {
-		return 0, fmt.Errorf("cdcjoin: bench: %w", err)
+		return fmt.Errorf("cdcjoin: bench: %w", err)
 	}
 	cfg, err := jobConfig(c.o, stateDir, "")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	eng, err := engine.Open(cfg, engine.Options{Emit: func(*keyed.Change) error { changes++; return nil }})
+	eng, err := engine.Open(cfg, engine.Options{Sink: &countSink{}})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer func() {
 		if cerr := eng.Close(); err == nil {
@@ -421,16 +420,28 @@ func (c *cdcjoinPeer) replay(ctx context.Context, stateDir string, after func(*e
 		return nil
 	})
 	if err != nil {
-		return changes, err
+		return err
 	}
 	if err := eng.Commit(ctx); err != nil {
-		return changes, err
+		return err
 	}
 	if after != nil {
 		err = after(eng, cfg.OutputNames())
 	}
-	return changes, err
+	return err
 }
+
+// countSink counts the changes it is given and drops them: the
+// counterpart of Flink's blackhole sink.
+type countSink struct{ n uint64 }
+
+func (s *countSink) Write(_ context.Context, cs []row.Change) error {
+	s.n += uint64(len(cs))
+	return nil
+}
+
+func (s *countSink) Flush(context.Context) error { return nil }
+func (s *countSink) Close() error                { return nil }
 
 // flinkPeer is the Flink SQL peer (package peers).
 type flinkPeer struct {

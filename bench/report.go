@@ -1,10 +1,11 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	json "github.com/goccy/go-json"
 )
 
 // SchemaVersion is report.json's format version; it changes only when a

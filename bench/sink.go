@@ -8,13 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
 
 // NullSink is a sink that does the encoding work of a real one and then
-// drops the bytes: every change is encoded as a JSON line (keyed.Change
+// drops the bytes: every change is encoded as a JSON line (row.Change
 // AppendJSON, the JSONL sink's format) and appended to ClickHouse-like
 // column buffers (fixed-width little-endian numbers, length-prefixed
 // strings, a null flag per value, version and sign columns). Flush
@@ -37,7 +36,7 @@ func NewNullSink(names []string) *NullSink {
 }
 
 // Write encodes changes.
-func (s *NullSink) Write(_ context.Context, cs []keyed.Change) error {
+func (s *NullSink) Write(_ context.Context, cs []row.Change) error {
 	for i := range cs {
 		c := &cs[i]
 		s.json = c.AppendJSON(s.json, s.names)
@@ -49,7 +48,7 @@ func (s *NullSink) Write(_ context.Context, cs []keyed.Change) error {
 		}
 		s.ver = binary.LittleEndian.AppendUint64(s.ver, c.Version)
 		sign := byte(1)
-		if c.Op == keyed.Retract {
+		if c.Op == row.Retract {
 			sign = 0xff
 		}
 		s.sign = append(s.sign, sign)
@@ -59,13 +58,13 @@ func (s *NullSink) Write(_ context.Context, cs []keyed.Change) error {
 }
 
 // appendColumn appends v in a ClickHouse-native-like layout.
-func appendColumn(b []byte, v debezium.Value) []byte {
+func appendColumn(b []byte, v row.Value) []byte {
 	switch v.Kind {
-	case debezium.KindNull, debezium.KindUnavailable:
+	case row.KindNull, row.KindUnavailable:
 		return append(b, 1)
-	case debezium.KindInt, debezium.KindBool, debezium.KindDate, debezium.KindTimestamp, debezium.KindTime:
+	case row.KindInt, row.KindBool, row.KindDate, row.KindTimestamp, row.KindTime:
 		return binary.LittleEndian.AppendUint64(append(b, 0), uint64(v.Int))
-	case debezium.KindFloat:
+	case row.KindFloat:
 		return binary.LittleEndian.AppendUint64(append(b, 0), math.Float64bits(v.Float))
 	default:
 		b = binary.AppendUvarint(append(b, 0), uint64(len(v.Str)))
@@ -176,13 +175,13 @@ type probeSink struct {
 	fences *fences
 }
 
-func (s *probeSink) Write(ctx context.Context, cs []keyed.Change) error {
+func (s *probeSink) Write(ctx context.Context, cs []row.Change) error {
 	var found []int64
 	for i := range cs {
 		if s.fences != nil && s.fences.seen(&cs[i]) {
 			continue
 		}
-		if ck := cs[i].ChildKey; len(ck) == 1 && ck[0].Kind == debezium.KindInt && ck[0].Int >= probeChild0 && ck[0].Int < fenceParent0 && cs[i].Op == keyed.Upsert {
+		if ck := cs[i].ChildKey; len(ck) == 1 && ck[0].Kind == row.KindInt && ck[0].Int >= probeChild0 && ck[0].Int < fenceParent0 && cs[i].Op == row.Upsert {
 			found = append(found, ck[0].Int)
 		}
 	}

@@ -3,12 +3,13 @@ package cdcgen
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"math/big"
 	"strings"
 	"testing"
 	"time"
+
+	json "github.com/goccy/go-json"
 )
 
 func TestMurmur2MatchesKafka(t *testing.T) {

@@ -45,7 +45,7 @@ func (k RowKey) Compare(o RowKey) int {
 }
 
 // JoinedRow is one row of the materialized join: its key and the select
-// list's values as text (debezium.Value.Text() renderings: integers in
+// list's values as text (row.Value.Text() renderings: integers in
 // decimal, decimals with their scale, timestamps as
 // 2006-01-02T15:04:05.000000Z), Null for SQL NULL.
 type JoinedRow struct {

@@ -3,11 +3,12 @@ package cdcgen
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	json "github.com/goccy/go-json"
 )
 
 // realFixture reads the records captured from a real Debezium 3.6.1 (see

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -262,16 +261,8 @@ func (ch *ClickHouse) validate(c *Config, p *Problems) {
 	if r.MaxElapsed < 0 {
 		c.add(p, "clickhouse.retry.max_elapsed must be positive", s, "retry", "max_elapsed")
 	}
-	names := map[string]bool{}
-	for _, n := range c.OutputNames() {
-		names[n] = true
-	}
-	keys := make([]string, 0, len(ch.Columns))
-	for k := range ch.Columns {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	names := set(c.OutputNames())
+	for _, k := range sortedKeys(ch.Columns) {
 		if !names[k] {
 			c.add(p, fmt.Sprintf("clickhouse.columns: %q is not a select output name (have %s)", k, strings.Join(c.OutputNames(), ", ")), s, "columns", k)
 		}

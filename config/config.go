@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // JoinKind is INNER or LEFT (parent rows without children are kept, padded
@@ -27,22 +29,6 @@ const (
 	Inner JoinKind = "inner"
 	Left  JoinKind = "left"
 )
-
-// Side says which table a column comes from.
-type Side uint8
-
-// Sides of the join.
-const (
-	Parent Side = iota + 1
-	Child
-)
-
-func (s Side) String() string {
-	if s == Parent {
-		return "parent"
-	}
-	return "child"
-}
 
 // Columns is a list of column names; in YAML either a scalar "id" (or
 // "a, b") or a sequence [a, b].
@@ -72,11 +58,17 @@ type Table struct {
 	// ParentKey (child only) is the foreign key column(s) referencing the
 	// parent's key, in the same order.
 	ParentKey Columns `yaml:"parent_key"`
+	// Types declares column types by column name, as PostgreSQL types
+	// ("bigint", "numeric(12,2)", "timestamptz", "text[]", "enum", with an
+	// optional "not null"). Records without a schema are decoded by them
+	// (read with the settings of the debezium section), records with one
+	// must agree with them, and the ClickHouse table is typed by them.
+	Types map[string]string `yaml:"types"`
 }
 
 // SelectItem is one output column: Side.Column AS Name.
 type SelectItem struct {
-	Side   Side
+	Side   row.Side
 	Column string
 	Name   string
 }
@@ -107,9 +99,9 @@ func (s *Select) UnmarshalYAML(n *yaml.Node) error {
 		}
 		si := SelectItem{Column: m[2], Name: m[2]}
 		if strings.EqualFold(m[1], "parent") {
-			si.Side = Parent
+			si.Side = row.Parent
 		} else {
-			si.Side = Child
+			si.Side = row.Child
 		}
 		if m[3] != "" {
 			si.Name = m[3]
@@ -150,7 +142,7 @@ type State struct {
 	// same changes with the same versions, which the upsert sink absorbs.
 	// Turn it on to bound that replay (and for changelog sinks on servers
 	// without insert deduplication), at the cost of an fsync per batch.
-	Sync *bool `yaml:"sync"`
+	Sync bool `yaml:"sync"`
 }
 
 // Errors is the bad-record policy.
@@ -179,6 +171,7 @@ type Config struct {
 	Select     Select      `yaml:"select"`
 	State      State       `yaml:"state"`
 	Errors     Errors      `yaml:"errors"`
+	Debezium   Debezium    `yaml:"debezium"`
 	Kafka      Kafka       `yaml:"kafka"`
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
 
@@ -275,7 +268,7 @@ func Parse(data []byte, name string) (*Config, error) {
 		probs.Items = append(probs.Items, yamlProblems(err)...)
 	}
 	c.root = &root
-	c.defaults()
+	c.EnsureDefaults()
 	c.validate(probs)
 	if len(probs.Items) > 0 {
 		sort.SliceStable(probs.Items, func(i, j int) bool { return probs.Items[i].Line < probs.Items[j].Line })
@@ -307,7 +300,10 @@ func yamlProblems(err error) []Problem {
 	return out
 }
 
-func (c *Config) defaults() {
+// EnsureDefaults fills in the documented defaults of unset settings. Parse
+// and Load call it; a Config built in code calls it (then Validate) before
+// use.
+func (c *Config) EnsureDefaults() {
 	if c.Join == "" {
 		c.Join = Inner
 	}
@@ -320,10 +316,6 @@ func (c *Config) defaults() {
 	if c.State.BatchEvents == 0 {
 		c.State.BatchEvents = 1000
 	}
-	if c.State.Sync == nil {
-		f := false
-		c.State.Sync = &f
-	}
 	if c.Errors.Policy == "" {
 		c.Errors.Policy = PolicyStop
 	}
@@ -334,6 +326,17 @@ func (c *Config) defaults() {
 	if c.ClickHouse != nil {
 		c.ClickHouse.defaults(c)
 	}
+}
+
+// Validate reports every problem of a Config built in code (a *Problems),
+// as Parse does for a file.
+func (c *Config) Validate() error {
+	p := &Problems{File: "config"}
+	c.validate(p)
+	if len(p.Items) > 0 {
+		return p
+	}
+	return nil
 }
 
 func (c *Config) validate(p *Problems) {
@@ -399,6 +402,7 @@ func (c *Config) validate(p *Problems) {
 	if c.Errors.MaxRecordBytes < 0 {
 		c.add(p, "errors.max_record_bytes must be positive", "errors", "max_record_bytes")
 	}
+	c.validateTypes(p)
 	c.Kafka.validate(c, p)
 	if c.ClickHouse != nil {
 		c.ClickHouse.validate(c, p)
@@ -435,33 +439,6 @@ func (c *Config) validateTable(p *Problems, side string, t *Table, child bool) {
 // ancestor), 0 if unknown. Sections in other files use it for messages.
 func (c *Config) Line(path ...string) int { return c.line(path...) }
 
-// ParentColumns is the parent's projection: key columns, then the selected
-// columns, without duplicates. State stores exactly these.
-func (c *Config) ParentColumns() []string {
-	cols := append([]string(nil), c.Parent.Key...)
-	for _, s := range c.Select {
-		if s.Side == Parent {
-			cols = appendUnique(cols, s.Column)
-		}
-	}
-	return cols
-}
-
-// ChildColumns is the child's projection: key columns, parent_key columns,
-// then the selected columns, without duplicates.
-func (c *Config) ChildColumns() []string {
-	cols := append([]string(nil), c.Child.Key...)
-	for _, k := range c.Child.ParentKey {
-		cols = appendUnique(cols, k)
-	}
-	for _, s := range c.Select {
-		if s.Side == Child {
-			cols = appendUnique(cols, s.Column)
-		}
-	}
-	return cols
-}
-
 // OutputNames are the select-list output column names, in order.
 func (c *Config) OutputNames() []string {
 	out := make([]string, len(c.Select))
@@ -469,15 +446,6 @@ func (c *Config) OutputNames() []string {
 		out[i] = s.Name
 	}
 	return out
-}
-
-func appendUnique(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
-	}
-	return append(s, v)
 }
 
 func splitList(s string) []string {
@@ -508,13 +476,4 @@ func (c *Config) WithClickHouse(addrs string) (*Config, error) {
 		return nil, p
 	}
 	return &out, nil
-}
-
-// RowCacheBytes is state.row_cache_mb in bytes, negative when disabled (the
-// joinstate.Options.RowCacheBytes convention).
-func (s *State) RowCacheBytes() int {
-	if s.RowCacheMB < 0 {
-		return -1
-	}
-	return s.RowCacheMB << 20
 }

@@ -36,9 +36,11 @@ type Kafka struct {
 	// ReplicationFactor of the internal topics cdcjoin creates (default -1:
 	// the broker's default).
 	ReplicationFactor int `yaml:"replication_factor"`
-	// Epoch is the high 16 bits of every emitted version (version = epoch<<48
-	// | keyed offset+1). Bump it whenever the keyed topic is recreated or
-	// repartitioned, so that versions keep increasing per output row.
+	// Epoch is the legacy version epoch: versions of keyed records read
+	// before any epoch marker are epoch<<48 | offset+1 (keyed topics written
+	// by cdcjoin ≤ wave 1). Every start of run writes epoch markers, after
+	// which epochs are assigned automatically (package version); there is
+	// nothing to bump by hand. Default 0.
 	Epoch int `yaml:"epoch"`
 	// MinCompactionLag is the keyed topic's min.compaction.lag.ms when
 	// cdcjoin creates it (default 24h). A join partition that moves is
@@ -86,7 +88,7 @@ const (
 	SASLScramSHA512 = "scram-sha-512"
 )
 
-// MaxEpoch is the largest Kafka.Epoch (versions keep 48 bits for offsets).
+// MaxEpoch is the largest legacy Kafka.Epoch (legacy versions keep 48 bits for offsets).
 const MaxEpoch = 1<<16 - 1
 
 // KeyedTopic is the internal keyed (repartition) topic.

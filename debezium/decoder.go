@@ -2,11 +2,16 @@ package debezium
 
 import (
 	"encoding/base64"
+	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Options configure a Decoder.
@@ -14,6 +19,30 @@ type Options struct {
 	// MaxRecordBytes bounds the size of a record's key and of its value; a
 	// larger one fails with ErrOversized. 0 means no limit.
 	MaxRecordBytes int
+	// Types declares the projected columns' types (by position, as the
+	// columns given to NewDecoder; a missing or zero entry declares
+	// nothing): the Kafka Connect schema of each, e.g. from pgschema.Column.
+	// A record without a schema is decoded by them exactly as if it had
+	// one; a record with a schema must agree with them (same Kind, and the
+	// same scale for decimals), or it is a bad record (ErrTypeMismatch).
+	Types []row.ColumnType
+	// KeyColumns says that the first KeyColumns projected columns are keys
+	// (the primary key, then the foreign key). A key value of variable
+	// scale (no schema or declared type, or a VariableScaleDecimal) is made
+	// canonical, so that equal numbers are equal keys: an integral number
+	// that fits int64 is row.KindInt whatever its spelling (258, 258.0,
+	// 2.58e2), any other the shortest decimal (1e30 and
+	// 1000000000000000000000000000000 alike, 1.50 as 1.5). Without a type,
+	// an object or array in a key column is a bad record, and each key
+	// column keeps the class of the first value the decoder saw (a number,
+	// a string, a decimal of one scale, a date, …): a value of another
+	// class is a bad record (ErrTypeMismatch) rather than a second key for
+	// the same row. See KeyTypes for keeping what was learned across
+	// restarts; declared types make it unnecessary.
+	KeyColumns int
+	// Placeholder is the connector's unavailable.value.placeholder (default
+	// "__debezium_unavailable_value").
+	Placeholder string
 }
 
 // Decoder decodes Debezium change events in Kafka Connect JsonConverter
@@ -34,6 +63,17 @@ type Decoder struct {
 	vals  schemaCache // envelope (value) schemas
 	keys  schemaCache // key schemas
 	seen  []bool      // per column: present in the image being decoded
+
+	decl     *projection  // declared types, the recipe of records without a schema
+	declErr  *DecodeError // a declared type that cannot be decoded
+	declared bool         // some column has a declared type
+	keyClass []uint32     // per key column: the class of its values, 0 until seen
+	learned  int          // how many keyClass entries are set
+	ph       placeholders
+
+	abuf      [][]byte // per array nesting level: the elements' encoding
+	depth     int      // array nesting level of the value being decoded
+	transient bool     // str may return views (array elements, copied at once)
 
 	kbuf  []byte // unescaped object keys
 	sbuf  []byte // unescaped string values
@@ -60,12 +100,30 @@ const (
 // that order). Column names should be distinct: of duplicates only the first
 // is filled (and an `after` image then always misses the others).
 func NewDecoder(columns []string, opts Options) *Decoder {
+	opts.KeyColumns = min(max(opts.KeyColumns, 0), len(columns))
 	d := &Decoder{
-		cols: slices.Clone(columns),
-		opts: opts,
-		vals: newSchemaCache(),
-		keys: newSchemaCache(),
-		seen: make([]bool, len(columns)),
+		cols:     slices.Clone(columns),
+		opts:     opts,
+		vals:     newSchemaCache(),
+		keys:     newSchemaCache(),
+		seen:     make([]bool, len(columns)),
+		keyClass: make([]uint32, opts.KeyColumns),
+		ph:       newPlaceholders(opts.Placeholder),
+	}
+	d.decl = &projection{types: make([]row.ColumnType, len(columns)), infos: make([]colInfo, len(columns))}
+	for i := range columns {
+		ci := colInfo{conv: convInfer, scale: -1}
+		if i < len(opts.Types) && opts.Types[i].Known() {
+			ct := cloneType(opts.Types[i])
+			var err *DecodeError
+			if ci, err = resolve(&ct); err != nil && d.declErr == nil {
+				err.Field, err.Reason = columns[i], "declared type: "+err.Reason
+				d.declErr = err
+			}
+			d.decl.types[i], d.declared = ct, true
+		}
+		ci.key = i < opts.KeyColumns
+		d.decl.infos[i] = ci
 	}
 	if len(columns) > linearMatchMax {
 		d.index = make(map[string]int, len(columns))
@@ -81,17 +139,28 @@ func NewDecoder(columns []string, opts Options) *Decoder {
 // Columns returns the projected column names (not to be modified).
 func (d *Decoder) Columns() []string { return d.cols }
 
+// cloneType copies t and its element types, which resolve sets the Kinds of.
+func cloneType(t row.ColumnType) row.ColumnType {
+	if t.Elem != nil {
+		e := cloneType(*t.Elem)
+		t.Elem = &e
+	}
+	return t
+}
+
 // Decode decodes one Kafka record; key and value are the raw record bytes,
 // either may be nil.
 //
 // ok=false with err=nil means a tombstone (nil or empty value, JSON null, or
-// a schema-wrapped null payload): skip it. Otherwise Decode fills *ev,
+// a schema-wrapped null payload): skip it. Any other value that is not a
+// JSON object is a bad record (ErrNotJSON for binary data such as the
+// Schema Registry wire format, ErrMalformed otherwise), never a tombstone. Otherwise Decode fills *ev,
 // reusing ev's Values slices (Before, After and Key all get len(Columns())
 // values). ev.Types is nil without a schema; with one it is a slice shared
 // with the decoder's schema cache and must not be modified.
 //
-// Every error is a *DecodeError (Kind ErrMalformed, ErrUnknownOp,
-// ErrTypeMismatch, ErrOversized or ErrMissingColumn) whose Field names the
+// Every error is a *DecodeError (row.Kind ErrMalformed, ErrUnknownOp,
+// ErrTypeMismatch, ErrOversized, ErrMissingColumn or ErrNotJSON) whose Field names the
 // offending field, e.g. "payload.after.user_id" or "key.id". Decode never
 // panics on any input.
 func (d *Decoder) Decode(key, value []byte, ev *Event) (ok bool, err error) {
@@ -107,6 +176,9 @@ func (d *Decoder) Decode(key, value []byte, ev *Event) (ok bool, err error) {
 		if len(key) > m {
 			return false, oversized("key", len(key), m)
 		}
+	}
+	if d.declErr != nil {
+		return false, d.declErr
 	}
 	tomb, de := d.decodeValue(value, ev)
 	if de != nil {
@@ -129,7 +201,7 @@ func oversized(field string, size, limit int) *DecodeError {
 func resetRow(r *Row, n int) {
 	r.Present = false
 	if cap(r.Values) < n {
-		r.Values = make([]Value, n)
+		r.Values = make([]row.Value, n)
 		return
 	}
 	r.Values = r.Values[:n]
@@ -157,10 +229,16 @@ type envState struct {
 
 // decodeValue decodes the record value into ev; tomb reports a tombstone.
 func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeError) {
-	s := scanner{b: value}
-	switch s.peek() {
-	case 0:
+	if len(value) == 0 {
 		return true, nil
+	}
+	s := scanner{b: value}
+	switch c := s.peek(); c {
+	case 0:
+		if s.atEnd() {
+			return false, malformed("value", "only whitespace")
+		}
+		return false, notJSON("value", value)
 	case 'n':
 		if err := s.literal("null"); err != nil {
 			return false, at(err, "value")
@@ -171,12 +249,15 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 		return true, nil
 	case '{':
 	default:
+		if c < 0x20 || c >= 0x7f || isAvroContainer(value) {
+			return false, notJSON("value", value)
+		}
 		return false, malformed("value", "not a JSON object")
 	}
 	s.i++
 	var (
 		wrapped, schemaSeen, payloadSeen bool
-		proj                             *projection
+		proj                             = d.decl
 		payloadAt                        = -1
 		st                               = envState{}
 	)
@@ -194,6 +275,9 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 			if proj, err = d.schemaAt(&d.vals, &s, "schema", envelopeRow); err != nil {
 				return false, at(err, "schema")
 			}
+			if proj == nil { // "schema":null
+				proj = d.decl
+			}
 		case "payload":
 			wrapped, payloadSeen = true, true
 			if !schemaSeen {
@@ -203,7 +287,7 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 				tomb, err = d.payload(&s, proj, ev)
 			}
 		default:
-			err = d.envField(&s, k, nil, &st, ev)
+			err = d.envField(&s, k, d.decl, &st, ev)
 		}
 		if err != nil {
 			return false, at(err, "value")
@@ -213,6 +297,9 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 		return false, at(s.syntaxErr("trailing data"), "value")
 	}
 	if !wrapped {
+		if d.declared {
+			ev.Types = d.decl.types
+		}
 		return false, d.finishEnvelope(&st, ev)
 	}
 	if st.any {
@@ -225,7 +312,7 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 		ps := scanner{b: value, i: payloadAt}
 		tomb, de = d.payload(&ps, proj, ev)
 	}
-	if de == nil && !tomb && proj != nil {
+	if de == nil && !tomb && (proj != d.decl || d.declared) {
 		ev.Types = proj.types
 	}
 	return tomb, de
@@ -254,7 +341,7 @@ func (d *Decoder) schemaAt(c *schemaCache, s *scanner, field string, rowOf func(
 	if err != nil {
 		return nil, at(err, field)
 	}
-	if p, err = buildProjection(raw, row, d.cols); err != nil {
+	if p, err = buildProjection(raw, row, d.cols, d.decl); err != nil {
 		err.Field = field + "." + err.Field
 		return nil, err
 	}
@@ -386,7 +473,8 @@ func (d *Decoder) match(k []byte) int {
 	return -1
 }
 
-var inferInfo = colInfo{conv: convInfer}
+// inferElem decodes array elements without a schema or declared type.
+var inferElem = colInfo{conv: convInfer, scale: -1}
 
 // openObject consumes null (isNull) or the '{' of an object at path.
 func openObject(s *scanner, path string) (isNull bool, err *DecodeError) {
@@ -400,8 +488,9 @@ func openObject(s *scanner, path string) (isNull bool, err *DecodeError) {
 	return false, malformed(path, "not a JSON object")
 }
 
-// image decodes a row image (object or null) at path into row. full marks an
-// `after` image, which must contain every projected column.
+// image decodes a row image (object or null) at path into row, by the
+// recipes of proj. full marks an `after` image, which must contain every
+// projected column.
 func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, full bool) *DecodeError {
 	if isNull, err := openObject(s, path); isNull || err != nil {
 		return err
@@ -433,11 +522,12 @@ func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, ful
 			}
 			continue
 		}
-		info := &inferInfo
-		if proj != nil {
-			info = &proj.infos[j]
+		info := &proj.infos[j]
+		err = d.value(s, info, &row.Values[j])
+		if err == nil && info.key {
+			err = d.keyValue(j, info, &row.Values[j])
 		}
-		if err := d.value(s, info, &row.Values[j]); err != nil {
+		if err != nil {
 			return at(err, path+"."+d.cols[j])
 		}
 		if !seen[j] {
@@ -456,10 +546,14 @@ func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, ful
 	return nil
 }
 
-// str returns b as a string carved out of the decoder's arena.
+// str returns b as a string carved out of the decoder's arena (a view of b
+// while decoding array elements, which are copied into the array at once).
 func (d *Decoder) str(b []byte) string {
 	if len(b) == 0 {
 		return ""
+	}
+	if d.transient {
+		return view(b)
 	}
 	if len(b) > arenaMaxString {
 		return string(b)
@@ -490,10 +584,10 @@ func mismatch(info *colInfo, got string) *DecodeError {
 }
 
 // value decodes one column value per info.
-func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) value(s *scanner, info *colInfo, out *row.Value) *DecodeError {
 	c := s.peek()
 	if c == 'n' {
-		*out = Value{}
+		*out = row.Value{}
 		return s.literal("null")
 	}
 	if info.conv == convRaw {
@@ -501,10 +595,10 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		if err := s.skip(); err != nil {
 			return err
 		}
-		if c == '"' && string(s.b[start:s.i]) == `"`+UnavailableValue+`"` {
-			*out = Unavailable()
+		if d.depth == 0 && d.ph.isRaw(s.b[start:s.i]) {
+			*out = row.Unavailable()
 		} else {
-			*out = String(d.str(s.b[start:s.i]))
+			*out = row.String(d.str(s.b[start:s.i]))
 		}
 		return nil
 	}
@@ -518,7 +612,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		if info.conv != convInfer && info.conv != convBool {
 			return mismatch(info, "boolean")
 		}
-		*out = Bool(c == 't')
+		*out = row.Bool(c == 't')
 		return nil
 	case '{':
 		if info.conv == convVarDecimal || info.conv == convInfer {
@@ -529,15 +623,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		}
 		return mismatch(info, "object")
 	case '[':
-		start := s.i
-		if err := s.skip(); err != nil {
-			return err
-		}
-		if info.conv != convInfer {
-			return mismatch(info, "array")
-		}
-		*out = String(d.str(s.b[start:s.i])) // e.g. a PostgreSQL array column
-		return nil
+		return d.arrayValue(s, info, out)
 	case 0:
 		return s.syntaxErr("unexpected end of input")
 	}
@@ -549,7 +635,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 	case convInfer:
 		if isInt {
 			if v, ok := parseIntLit(raw); ok {
-				*out = Int(v)
+				*out = row.Int(v)
 				return nil
 			}
 		}
@@ -558,7 +644,7 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 		if !ok {
 			return mismatch(info, "number with an exponent out of range")
 		}
-		*out = Decimal(d.str(d.tbuf))
+		*out = row.Decimal(d.str(d.tbuf))
 		return nil
 	case convInt:
 		v, ok := parseIntLit(raw)
@@ -581,14 +667,14 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *Value) *DecodeError {
 			}
 			v = q
 		}
-		*out = Value{Kind: info.kind, Int: v}
+		*out = row.Value{Kind: info.kind, Int: v}
 		return nil
 	case convFloat:
 		f, perr := strconv.ParseFloat(view(raw), 64)
 		if perr != nil && !math.IsInf(f, 0) {
 			return mismatch(info, "number "+string(raw))
 		}
-		*out = Float(f)
+		*out = row.Float(f)
 		return nil
 	}
 	return mismatch(info, "number")
@@ -618,7 +704,7 @@ func (d *Decoder) integral(raw []byte) (int64, bool) {
 }
 
 // stringValue decodes a JSON string per info.
-func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) stringValue(s *scanner, info *colInfo, out *row.Value) *DecodeError {
 	raw, esc, err := s.str()
 	if err != nil {
 		return err
@@ -629,45 +715,41 @@ func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 		}
 		raw = d.sbuf
 	}
-	if string(raw) == UnavailableValue {
-		*out = Unavailable()
+	if d.depth == 0 && d.ph.isString(raw) {
+		*out = row.Unavailable()
 		return nil
 	}
 	switch info.conv {
 	case convInfer, convString:
-		*out = String(d.str(raw))
+		*out = row.String(d.str(raw))
 		return nil
 	case convZoned:
 		t, perr := time.Parse(time.RFC3339Nano, view(raw))
 		if perr != nil {
 			return mismatch(info, "unparsable timestamp "+strconv.Quote(string(raw)))
 		}
-		*out = Timestamp(t.UnixMicro())
+		*out = row.Timestamp(t.UnixMicro())
 		return nil
 	case convBytes, convDecimal:
-		if string(raw) == unavailableBase64 {
-			*out = Unavailable()
-			return nil
-		}
 		b, ok := d.base64(raw)
 		if !ok {
 			return mismatch(info, "invalid base64")
 		}
 		if info.conv == convBytes {
-			*out = Value{Kind: KindBytes, Str: d.str(b)}
+			*out = row.Value{Kind: row.KindBytes, Str: d.str(b)}
 			return nil
 		}
 		return d.decimal(b, info.scale, info, out)
 	case convFloat:
 		switch string(raw) {
 		case "NaN":
-			*out = Float(math.NaN())
+			*out = row.Float(math.NaN())
 			return nil
 		case "Infinity":
-			*out = Float(math.Inf(1))
+			*out = row.Float(math.Inf(1))
 			return nil
 		case "-Infinity":
-			*out = Float(math.Inf(-1))
+			*out = row.Float(math.Inf(-1))
 			return nil
 		}
 	}
@@ -680,12 +762,12 @@ func (d *Decoder) stringValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 const maxDecimalBytes = 64 << 10
 
 // decimal sets *out to the decimal with unscaled two's complement b.
-func (d *Decoder) decimal(b []byte, scale int, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) decimal(b []byte, scale int, info *colInfo, out *row.Value) *DecodeError {
 	if len(b) > maxDecimalBytes {
 		return mismatch(info, "decimal of "+strconv.Itoa(len(b))+" bytes")
 	}
 	d.tbuf, d.dbuf = appendTwosComplementDecimal(d.tbuf[:0], d.dbuf, b, scale)
-	*out = Decimal(d.str(d.tbuf))
+	*out = row.Decimal(d.str(d.tbuf))
 	return nil
 }
 
@@ -709,7 +791,7 @@ func (d *Decoder) base64(raw []byte) ([]byte, bool) {
 // structValue decodes an object: a VariableScaleDecimal {"scale":n,
 // "value":base64}. Without a schema an object of exactly that shape is taken
 // as a VariableScaleDecimal too; any other object becomes its raw JSON text.
-func (d *Decoder) structValue(s *scanner, info *colInfo, out *Value) *DecodeError {
+func (d *Decoder) structValue(s *scanner, info *colInfo, out *row.Value) *DecodeError {
 	start := s.i
 	s.i++
 	scale, haveScale, haveValue, shape := 0, false, false, true
@@ -755,10 +837,202 @@ func (d *Decoder) structValue(s *scanner, info *colInfo, out *Value) *DecodeErro
 		return d.decimal(b, scale, info, out)
 	}
 	if info.conv == convInfer {
-		*out = String(d.str(s.b[start:s.i]))
+		raw := s.b[start:s.i]
+		switch {
+		case info.key:
+			return &DecodeError{Kind: ErrTypeMismatch, Offset: -1,
+				Reason: "an object in a key column without a type (declare the column's type)"}
+		case d.depth == 0 && d.ph.isRaw(raw):
+			*out = row.Unavailable()
+		default:
+			*out = row.String(d.str(raw))
+		}
 		return nil
 	}
 	return mismatch(info, "malformed VariableScaleDecimal")
+}
+
+// maxArrayDepth bounds the nesting of arrays decoded without a schema.
+const maxArrayDepth = 32
+
+// arrayValue decodes a JSON array into a row.KindArray whose elements are
+// decoded by info.elem (by JSON token without a schema or declared type).
+// An array that is one of Debezium's unchanged-TOAST placeholders becomes
+// row.KindUnavailable; placeholders inside arrays are just values.
+func (d *Decoder) arrayValue(s *scanner, info *colInfo, out *row.Value) *DecodeError {
+	start := s.i
+	if err := s.skip(); err != nil {
+		return err
+	}
+	if d.depth == 0 && d.ph.isArray(s.b[start:s.i]) {
+		*out = row.Unavailable()
+		return nil
+	}
+	elem := info.elem
+	switch {
+	case info.conv == convInfer && info.key:
+		return &DecodeError{Kind: ErrTypeMismatch, Offset: -1,
+			Reason: "an array in a key column without a type (declare the column's type)"}
+	case info.conv == convInfer:
+		elem = &inferElem
+	case info.conv != convArray:
+		return mismatch(info, "array")
+	}
+	if d.depth >= maxArrayDepth {
+		return mismatch(info, "arrays nested more than "+strconv.Itoa(maxArrayDepth)+" deep")
+	}
+	end := s.i
+	s.i = start + 1
+	level := d.depth
+	if len(d.abuf) <= level {
+		d.abuf = append(d.abuf, nil)
+	}
+	buf := d.abuf[level][:0]
+	transient := d.transient
+	d.depth, d.transient = level+1, true
+	var err *DecodeError
+	for first := true; ; {
+		done, e := s.nextElem(&first)
+		if e != nil || done {
+			err = e
+			break
+		}
+		var v row.Value
+		if err = d.value(s, elem, &v); err != nil {
+			break
+		}
+		buf = row.AppendRowValue(buf, v) // copies v before the next element reuses buffers
+	}
+	d.depth, d.transient = level, transient
+	d.abuf[level] = buf
+	if err != nil {
+		return err
+	}
+	s.i = end
+	*out = row.Value{Kind: row.KindArray, Str: d.str(buf)}
+	return nil
+}
+
+// KeyTypes returns, encoded for storing, the class of values each key
+// column has held so far (Options.KeyColumns): the first value seen fixes
+// it. A caller that persists it with its state (next to the positions it
+// commits) and passes it to RestoreKeyTypes after a restart keeps the rule
+// "one key column, one type" across restarts; without that, a restarted
+// decoder learns afresh from its first record.
+func (d *Decoder) KeyTypes() []byte {
+	b := make([]byte, 0, 1+2*len(d.keyClass))
+	b = binary.AppendUvarint(b, uint64(len(d.keyClass)))
+	for _, c := range d.keyClass {
+		b = binary.AppendUvarint(b, uint64(c))
+	}
+	return b
+}
+
+// KeyTypesLearned counts the key columns whose type the decoder has fixed
+// (it only grows): a caller persisting KeyTypes compares it with the count
+// it last saved instead of encoding KeyTypes per record.
+func (d *Decoder) KeyTypesLearned() int { return d.learned }
+
+// RestoreKeyTypes sets what KeyTypes returned, e.g. by an earlier run. It
+// fails when b is corrupt or is for another number of key columns; an
+// empty b changes nothing.
+func (d *Decoder) RestoreKeyTypes(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, m := binary.Uvarint(b)
+	if m <= 0 || n != uint64(len(d.keyClass)) {
+		return fmt.Errorf("cdcjoin: key types: stored for %d key columns, the decoder has %d", n, len(d.keyClass))
+	}
+	classes := make([]uint32, 0, n)
+	for b = b[m:]; len(b) > 0; b = b[m:] {
+		var c uint64
+		if c, m = binary.Uvarint(b); m <= 0 || c > math.MaxUint32 {
+			return fmt.Errorf("cdcjoin: key types: corrupt encoding")
+		}
+		classes = append(classes, uint32(c))
+	}
+	if len(classes) != len(d.keyClass) {
+		return fmt.Errorf("cdcjoin: key types: corrupt encoding")
+	}
+	copy(d.keyClass, classes)
+	d.learned = 0
+	for _, c := range d.keyClass {
+		if c != 0 {
+			d.learned++
+		}
+	}
+	return nil
+}
+
+// Key classes (Options.KeyColumns): values of one class compare as equal
+// keys exactly when they are equal values.
+const (
+	classNumber  = uint32(row.KindInt) + 1 // integers and variable-scale decimals, canonical
+	classDecimal = 1 << 16                 // + scale + maxScale: decimals of one fixed scale
+)
+
+// keyValue makes the value of key column j canonical and checks its class
+// against the column's first one.
+func (d *Decoder) keyValue(j int, info *colInfo, v *row.Value) *DecodeError {
+	var class uint32
+	switch {
+	case v.Kind == row.KindNull || v.Kind == row.KindUnavailable:
+		return nil
+	case v.Kind == row.KindDecimal && info.scale < 0:
+		canonicalKey(v)
+		class = classNumber
+	case v.Kind == row.KindInt:
+		class = classNumber
+	case v.Kind == row.KindDecimal:
+		class = classDecimal + uint32(info.scale+maxScale)
+	default:
+		class = uint32(v.Kind) + 1
+	}
+	switch d.keyClass[j] {
+	case class:
+		return nil
+	case 0:
+		d.keyClass[j] = class
+		d.learned++
+		return nil
+	}
+	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1,
+		Reason: "key column holds " + className(class) + " where it held " + className(d.keyClass[j]) +
+			" before: one key column keeps one type (declare its type in the configuration)"}
+}
+
+func className(c uint32) string {
+	switch {
+	case c == classNumber:
+		return "a number"
+	case c >= classDecimal:
+		return "a decimal of scale " + strconv.Itoa(int(c-classDecimal)-maxScale)
+	case c > 0:
+		return "a " + row.Kind(c-1).String()
+	}
+	return "nothing"
+}
+
+// canonicalKey rewrites the decimal v as the shortest decimal of its value
+// (no trailing fraction zeros), and as row.KindInt when that is an integer
+// that fits int64.
+func canonicalKey(v *row.Value) {
+	t := v.Str
+	if dot := strings.IndexByte(t, '.'); dot >= 0 {
+		t = strings.TrimRight(t, "0")
+		t = strings.TrimSuffix(t, ".")
+	}
+	if t == "-0" {
+		t = "0"
+	}
+	if !strings.Contains(t, ".") {
+		if n, ok := parseIntLit(unsafe.Slice(unsafe.StringData(t), len(t))); ok {
+			*v = row.Int(n)
+			return
+		}
+	}
+	v.Str = t
 }
 
 // int64Field reads an integer or null (0).
@@ -894,10 +1168,16 @@ func (d *Decoder) source(s *scanner, src *Source, path string) *DecodeError {
 // decodeKey decodes the record key into ev.Key. A key is schema-wrapped when
 // its first member is "schema"; it then must have a "payload" member.
 func (d *Decoder) decodeKey(key []byte, ev *Event) *DecodeError {
-	s := scanner{b: key}
-	switch s.peek() {
-	case 0:
+	if len(key) == 0 {
 		return nil
+	}
+	s := scanner{b: key}
+	switch c := s.peek(); c {
+	case 0:
+		if s.atEnd() {
+			return malformed("key", "only whitespace")
+		}
+		return notJSON("key", key)
 	case 'n':
 		if err := s.literal("null"); err != nil {
 			return at(err, "key")
@@ -908,6 +1188,9 @@ func (d *Decoder) decodeKey(key []byte, ev *Event) *DecodeError {
 		return nil
 	case '{':
 	default:
+		if c < 0x20 || c >= 0x7f || isAvroContainer(key) {
+			return notJSON("key", key)
+		}
 		return malformed("key", "not a JSON object")
 	}
 	start := s.i
@@ -919,13 +1202,16 @@ func (d *Decoder) decodeKey(key []byte, ev *Event) *DecodeError {
 	}
 	if done || string(k) != "schema" {
 		s.i = start
-		if err := d.image(&s, &ev.Key, nil, "key", false); err != nil {
+		if err := d.image(&s, &ev.Key, d.decl, "key", false); err != nil {
 			return err
 		}
 	} else {
 		proj, err := d.schemaAt(&d.keys, &s, "key.schema", keyRow)
 		if err != nil {
 			return at(err, "key.schema")
+		}
+		if proj == nil {
+			proj = d.decl
 		}
 		payload := false
 		for {

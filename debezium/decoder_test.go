@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // field returns a Kafka Connect field schema.
@@ -75,7 +77,7 @@ func TestOps(t *testing.T) {
 			if ev.Before.Present != tc.wantBefore || ev.After.Present != tc.wantAfter {
 				t.Errorf("%s %s: before=%v after=%v", tc.op, mode, ev.Before.Present, ev.After.Present)
 			}
-			if tc.wantAfter && !ev.After.Values[0].Equal(Int(1)) {
+			if tc.wantAfter && !ev.After.Values[0].Equal(row.Int(1)) {
 				t.Errorf("%s %s: after.id=%v", tc.op, mode, ev.After.Values[0])
 			}
 			if (mode == "schema") != (ev.Types != nil) {
@@ -94,64 +96,68 @@ func TestLogicalTypes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, schema, json string
-		want               Value
+		want               row.Value
 	}{
-		{"decimal", dec("2"), `"AeI6"`, Decimal("1234.50")},
-		{"decimal negative scale 4", dec("4"), `"+y4="`, Decimal("-0.1234")},
-		{"decimal -12.3400", dec("4"), `"/h34"`, Decimal("-12.3400")},
-		{"decimal scale 0", dec("0"), `"MDk="`, Decimal("12345")},
-		{"decimal zero", dec("3"), `"AA=="`, Decimal("0.000")},
-		{"decimal empty bytes", dec("1"), `""`, Decimal("0.0")},
-		{"decimal 128 needs sign byte", dec("0"), `"AIA="`, Decimal("128")},
-		{"decimal -128", dec("0"), `"gA=="`, Decimal("-128")},
-		{"decimal -1", dec("2"), `"/w=="`, Decimal("-0.01")},
-		{"decimal int64 min", dec("0"), `"gAAAAAAAAAA="`, Decimal("-9223372036854775808")},
-		{"decimal 8 bytes max", dec("3"), `"f/////////8="`, Decimal("9223372036854775.807")},
-		{"decimal big positive", dec("10"), `"N1wk84zGDDOkqb1ZktyRctrYgA=="`, Decimal("123456789012345678901234567890123456.7890000000")},
-		{"decimal big negative", dec("5"), `"/////////////////////w=="`, Decimal("-0.00001")},
-		{"decimal 9 bytes negative", dec("0"), `"/wAAAAAAAAAA"`, Decimal("-18446744073709551616")},
-		{"decimal negative schema scale", dec("-2"), `"DA=="`, Decimal("1200")},
-		{"decimal unpadded base64", dec("2"), `"AeI6"`, Decimal("1234.50")},
-		{"variable scale decimal", field("v", "struct", "io.debezium.data.VariableScaleDecimal", ""), `{"scale":3,"value":"+y4="}`, Decimal("-1.234")},
-		{"variable scale decimal scale 0", field("v", "struct", "io.debezium.data.VariableScaleDecimal", ""), `{"value":"ew==","scale":0}`, Decimal("123")},
-		{"decimal handling string", field("v", "string", "", ""), `"1234.50"`, String("1234.50")},
-		{"decimal handling double", field("v", "float64", "", ""), `1234.5`, Float(1234.5)},
-		{"date", field("v", "int32", "io.debezium.time.Date", ""), `19872`, Date(19872)},
-		{"date negative", field("v", "int32", "io.debezium.time.Date", ""), `-1`, Date(-1)},
-		{"connect date", field("v", "int32", "org.apache.kafka.connect.data.Date", ""), `3`, Date(3)},
-		{"micro timestamp", field("v", "int64", "io.debezium.time.MicroTimestamp", ""), `1717000000123456`, Timestamp(1717000000123456)},
-		{"timestamp ms", field("v", "int64", "io.debezium.time.Timestamp", ""), `1717000000123`, Timestamp(1717000000123000)},
-		{"connect timestamp", field("v", "int64", "org.apache.kafka.connect.data.Timestamp", ""), `-1`, Timestamp(-1000)},
-		{"nano timestamp", field("v", "int64", "io.debezium.time.NanoTimestamp", ""), `1717000000123456789`, Timestamp(1717000000123456)},
-		{"nano timestamp negative floors", field("v", "int64", "io.debezium.time.NanoTimestamp", ""), `-1`, Timestamp(-1)},
-		{"zoned timestamp", field("v", "string", "io.debezium.time.ZonedTimestamp", ""), `"2024-05-29T16:26:40.123456Z"`, Timestamp(1717000000123456)},
-		{"zoned timestamp offset", field("v", "string", "io.debezium.time.ZonedTimestamp", ""), `"2024-05-29T18:26:40.5+02:00"`, Timestamp(1717000000500000)},
-		{"zoned timestamp no fraction", field("v", "string", "io.debezium.time.ZonedTimestamp", ""), `"1970-01-01T00:00:00Z"`, Timestamp(0)},
-		{"micro time", field("v", "int64", "io.debezium.time.MicroTime", ""), `45296000001`, Time(45296000001)},
-		{"time ms", field("v", "int32", "io.debezium.time.Time", ""), `45296001`, Time(45296001000)},
-		{"connect time", field("v", "int32", "org.apache.kafka.connect.data.Time", ""), `1`, Time(1000)},
-		{"nano time", field("v", "int64", "io.debezium.time.NanoTime", ""), `45296000001999`, Time(45296000001)},
-		{"uuid", field("v", "string", "io.debezium.data.Uuid", ""), `"6f1c2a44-8d8e-4f0e-9d3b-0c6f0e2b7a51"`, String("6f1c2a44-8d8e-4f0e-9d3b-0c6f0e2b7a51")},
-		{"json", field("v", "string", "io.debezium.data.Json", ""), `"{\"a\":[1,2]}"`, String(`{"a":[1,2]}`)},
-		{"enum", field("v", "string", "io.debezium.data.Enum", `{"allowed":"a,b"}`), `"b"`, String("b")},
-		{"int8", field("v", "int8", "", ""), `-128`, Int(-128)},
-		{"int16", field("v", "int16", "", ""), `32767`, Int(32767)},
-		{"int32", field("v", "int32", "", ""), `-2147483648`, Int(-2147483648)},
-		{"int64", field("v", "int64", "", ""), `9223372036854775807`, Int(math.MaxInt64)},
-		{"int64 integral float literal", field("v", "int64", "", ""), `5.000`, Int(5)},
-		{"int64 exponent literal", field("v", "int64", "", ""), `1e3`, Int(1000)},
-		{"float32", field("v", "float32", "", ""), `1.5`, Float(1.5)},
-		{"float64 NaN", field("v", "float64", "", ""), `"NaN"`, Float(math.NaN())},
-		{"float64 -Infinity", field("v", "float64", "", ""), `"-Infinity"`, Float(math.Inf(-1))},
-		{"boolean", field("v", "boolean", "", ""), `true`, Bool(true)},
-		{"bytes", field("v", "bytes", "", ""), `"AAEC/w=="`, Bytes([]byte{0, 1, 2, 255})},
-		{"null", field("v", "int64", "", ""), `null`, Null()},
-		{"array raw", field("v", "array", "", ""), `[1, "a"]`, String(`[1, "a"]`)},
-		{"toast string", field("v", "string", "", ""), `"__debezium_unavailable_value"`, Unavailable()},
-		{"toast bytes", field("v", "bytes", "", ""), `"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`, Unavailable()},
-		{"toast decimal", dec("2"), `"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`, Unavailable()},
-		{"toast json", field("v", "string", "io.debezium.data.Json", ""), `"__debezium_unavailable_value"`, Unavailable()},
-		{"toast int column", field("v", "int64", "", ""), `"__debezium_unavailable_value"`, Unavailable()},
+		{"decimal", dec("2"), `"AeI6"`, row.Decimal("1234.50")},
+		{"decimal negative scale 4", dec("4"), `"+y4="`, row.Decimal("-0.1234")},
+		{"decimal -12.3400", dec("4"), `"/h34"`, row.Decimal("-12.3400")},
+		{"decimal scale 0", dec("0"), `"MDk="`, row.Decimal("12345")},
+		{"decimal zero", dec("3"), `"AA=="`, row.Decimal("0.000")},
+		{"decimal empty bytes", dec("1"), `""`, row.Decimal("0.0")},
+		{"decimal 128 needs sign byte", dec("0"), `"AIA="`, row.Decimal("128")},
+		{"decimal -128", dec("0"), `"gA=="`, row.Decimal("-128")},
+		{"decimal -1", dec("2"), `"/w=="`, row.Decimal("-0.01")},
+		{"decimal int64 min", dec("0"), `"gAAAAAAAAAA="`, row.Decimal("-9223372036854775808")},
+		{"decimal 8 bytes max", dec("3"), `"f/////////8="`, row.Decimal("9223372036854775.807")},
+		{"decimal big positive", dec("10"), `"N1wk84zGDDOkqb1ZktyRctrYgA=="`, row.Decimal("123456789012345678901234567890123456.7890000000")},
+		{"decimal big negative", dec("5"), `"/////////////////////w=="`, row.Decimal("-0.00001")},
+		{"decimal 9 bytes negative", dec("0"), `"/wAAAAAAAAAA"`, row.Decimal("-18446744073709551616")},
+		{"decimal negative schema scale", dec("-2"), `"DA=="`, row.Decimal("1200")},
+		{"decimal unpadded base64", dec("2"), `"AeI6"`, row.Decimal("1234.50")},
+		{"variable scale decimal", field("v", "struct", "io.debezium.data.VariableScaleDecimal", ""), `{"scale":3,"value":"+y4="}`, row.Decimal("-1.234")},
+		{"variable scale decimal scale 0", field("v", "struct", "io.debezium.data.VariableScaleDecimal", ""), `{"value":"ew==","scale":0}`, row.Decimal("123")},
+		{"decimal handling string", field("v", "string", "", ""), `"1234.50"`, row.String("1234.50")},
+		{"decimal handling double", field("v", "float64", "", ""), `1234.5`, row.Float(1234.5)},
+		{"date", field("v", "int32", "io.debezium.time.Date", ""), `19872`, row.Date(19872)},
+		{"date negative", field("v", "int32", "io.debezium.time.Date", ""), `-1`, row.Date(-1)},
+		{"connect date", field("v", "int32", "org.apache.kafka.connect.data.Date", ""), `3`, row.Date(3)},
+		{"micro timestamp", field("v", "int64", "io.debezium.time.MicroTimestamp", ""), `1717000000123456`, row.Timestamp(1717000000123456)},
+		{"timestamp ms", field("v", "int64", "io.debezium.time.Timestamp", ""), `1717000000123`, row.Timestamp(1717000000123000)},
+		{"connect timestamp", field("v", "int64", "org.apache.kafka.connect.data.Timestamp", ""), `-1`, row.Timestamp(-1000)},
+		{"nano timestamp", field("v", "int64", "io.debezium.time.NanoTimestamp", ""), `1717000000123456789`, row.Timestamp(1717000000123456)},
+		{"nano timestamp negative floors", field("v", "int64", "io.debezium.time.NanoTimestamp", ""), `-1`, row.Timestamp(-1)},
+		{"zoned timestamp", field("v", "string", "io.debezium.time.ZonedTimestamp", ""), `"2024-05-29T16:26:40.123456Z"`, row.Timestamp(1717000000123456)},
+		{"zoned timestamp offset", field("v", "string", "io.debezium.time.ZonedTimestamp", ""), `"2024-05-29T18:26:40.5+02:00"`, row.Timestamp(1717000000500000)},
+		{"zoned timestamp no fraction", field("v", "string", "io.debezium.time.ZonedTimestamp", ""), `"1970-01-01T00:00:00Z"`, row.Timestamp(0)},
+		{"micro time", field("v", "int64", "io.debezium.time.MicroTime", ""), `45296000001`, row.Time(45296000001)},
+		{"time ms", field("v", "int32", "io.debezium.time.Time", ""), `45296001`, row.Time(45296001000)},
+		{"connect time", field("v", "int32", "org.apache.kafka.connect.data.Time", ""), `1`, row.Time(1000)},
+		{"nano time", field("v", "int64", "io.debezium.time.NanoTime", ""), `45296000001999`, row.Time(45296000001)},
+		{"uuid", field("v", "string", "io.debezium.data.Uuid", ""), `"6f1c2a44-8d8e-4f0e-9d3b-0c6f0e2b7a51"`, row.String("6f1c2a44-8d8e-4f0e-9d3b-0c6f0e2b7a51")},
+		{"json", field("v", "string", "io.debezium.data.Json", ""), `"{\"a\":[1,2]}"`, row.String(`{"a":[1,2]}`)},
+		{"enum", field("v", "string", "io.debezium.data.Enum", `{"allowed":"a,b"}`), `"b"`, row.String("b")},
+		{"int8", field("v", "int8", "", ""), `-128`, row.Int(-128)},
+		{"int16", field("v", "int16", "", ""), `32767`, row.Int(32767)},
+		{"int32", field("v", "int32", "", ""), `-2147483648`, row.Int(-2147483648)},
+		{"int64", field("v", "int64", "", ""), `9223372036854775807`, row.Int(math.MaxInt64)},
+		{"int64 integral float literal", field("v", "int64", "", ""), `5.000`, row.Int(5)},
+		{"int64 exponent literal", field("v", "int64", "", ""), `1e3`, row.Int(1000)},
+		{"float32", field("v", "float32", "", ""), `1.5`, row.Float(1.5)},
+		{"float64 NaN", field("v", "float64", "", ""), `"NaN"`, row.Float(math.NaN())},
+		{"float64 -Infinity", field("v", "float64", "", ""), `"-Infinity"`, row.Float(math.Inf(-1))},
+		{"boolean", field("v", "boolean", "", ""), `true`, row.Bool(true)},
+		{"bytes", field("v", "bytes", "", ""), `"AAEC/w=="`, row.Bytes([]byte{0, 1, 2, 255})},
+		{"null", field("v", "int64", "", ""), `null`, row.Null()},
+		{"array", `{"type":"array","items":{"type":"int32","optional":true},"optional":true,"field":"v"}`, `[1, null, -3]`, row.Array([]row.Value{row.Int(1), row.Null(), row.Int(-3)})},
+		{"float (JsonConverter's FLOAT32)", field("v", "float", "", ""), `3.4028235E38`, row.Float(3.4028235e38)},
+		{"double (JsonConverter's FLOAT64)", field("v", "double", "", ""), `1.0E308`, row.Float(1e308)},
+		{"double NaN", field("v", "double", "", ""), `"NaN"`, row.Float(math.NaN())},
+		{"float -Infinity", field("v", "float", "", ""), `"-Infinity"`, row.Float(math.Inf(-1))},
+		{"toast string", field("v", "string", "", ""), `"__debezium_unavailable_value"`, row.Unavailable()},
+		{"toast bytes", field("v", "bytes", "", ""), `"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`, row.Unavailable()},
+		{"toast decimal", dec("2"), `"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`, row.Unavailable()},
+		{"toast json", field("v", "string", "io.debezium.data.Json", ""), `"__debezium_unavailable_value"`, row.Unavailable()},
+		{"toast int column", field("v", "int64", "", ""), `"__debezium_unavailable_value"`, row.Unavailable()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			value := wrap(`{"before":null,"after":{"v":`+tc.json+`},"op":"c"}`, tc.schema)
@@ -162,7 +168,7 @@ func TestLogicalTypes(t *testing.T) {
 			if got := ev.After.Values[0]; !got.Equal(tc.want) {
 				t.Fatalf("got %v %q (%d), want %v %q (%d)", got.Kind, got.Str, got.Int, tc.want.Kind, tc.want.Str, tc.want.Int)
 			}
-			if tc.want.Kind != KindUnavailable && tc.want.Kind != KindNull && ev.Types[0].Kind != tc.want.Kind {
+			if tc.want.Kind != row.KindUnavailable && tc.want.Kind != row.KindNull && ev.Types[0].Kind != tc.want.Kind {
 				t.Errorf("type kind %v, value kind %v", ev.Types[0].Kind, tc.want.Kind)
 			}
 		})
@@ -172,34 +178,40 @@ func TestLogicalTypes(t *testing.T) {
 func TestNoSchemaValues(t *testing.T) {
 	for _, tc := range []struct {
 		json string
-		want Value
+		want row.Value
 	}{
-		{`42`, Int(42)},
-		{`-0`, Int(0)},
-		{`-9223372036854775808`, Int(math.MinInt64)},
-		{`9223372036854775808`, Decimal("9223372036854775808")},
-		{`-99999999999999999999999`, Decimal("-99999999999999999999999")},
-		{`1.50`, Decimal("1.50")},
-		{`-0.001`, Decimal("-0.001")},
-		{`1.5e3`, Decimal("1500")},
-		{`1.50E+1`, Decimal("15.0")},
-		{`25e-3`, Decimal("0.025")},
-		{`-1E-2`, Decimal("-0.01")},
-		{`0e10`, Decimal("0")},
-		{`-0.0`, Decimal("0.0")},
-		{`"x"`, String("x")},
-		{`""`, String("")},
-		{`"caf\u00e9 \"q\" \\ \/ \n\t"`, String("café \"q\" \\ / \n\t")},
-		{`"\ud83d\ude00"`, String("😀")},
-		{`"\ud83d x"`, String("\uFFFD x")},
-		{`true`, Bool(true)},
-		{`false`, Bool(false)},
-		{`null`, Null()},
-		{`"__debezium_unavailable_value"`, Unavailable()},
-		{`"__debezium_unavailable\u005fvalue"`, Unavailable()},
-		{`[1,2]`, String("[1,2]")},
-		{`{"scale":2,"value":"BNI="}`, Decimal("12.34")},
-		{`{"x":1}`, String(`{"x":1}`)},
+		{`42`, row.Int(42)},
+		{`-0`, row.Int(0)},
+		{`-9223372036854775808`, row.Int(math.MinInt64)},
+		{`9223372036854775808`, row.Decimal("9223372036854775808")},
+		{`-99999999999999999999999`, row.Decimal("-99999999999999999999999")},
+		{`1.50`, row.Decimal("1.50")},
+		{`-0.001`, row.Decimal("-0.001")},
+		{`1.5e3`, row.Decimal("1500")},
+		{`1.50E+1`, row.Decimal("15.0")},
+		{`25e-3`, row.Decimal("0.025")},
+		{`-1E-2`, row.Decimal("-0.01")},
+		{`0e10`, row.Decimal("0")},
+		{`-0.0`, row.Decimal("0.0")},
+		{`"x"`, row.String("x")},
+		{`""`, row.String("")},
+		{`"caf\u00e9 \"q\" \\ \/ \n\t"`, row.String("café \"q\" \\ / \n\t")},
+		{`"\ud83d\ude00"`, row.String("😀")},
+		{`"\ud83d x"`, row.String("\uFFFD x")},
+		{`true`, row.Bool(true)},
+		{`false`, row.Bool(false)},
+		{`null`, row.Null()},
+		{`"__debezium_unavailable_value"`, row.Unavailable()},
+		{`"__debezium_unavailable\u005fvalue"`, row.Unavailable()},
+		{`[1,2]`, row.Array([]row.Value{row.Int(1), row.Int(2)})},
+		{`[]`, row.Array(nil)},
+		{`["a",null,1.50,[true]]`, row.Array([]row.Value{row.String("a"), row.Null(), row.Decimal("1.50"), row.Array([]row.Value{row.Bool(true)})})},
+		{`["__debezium_unavailable_value"]`, row.Unavailable()},
+		{`"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="`, row.Unavailable()},
+		{`[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101]`, row.Unavailable()},
+		{`["__debezium_unavailable_value","x"]`, row.Array([]row.Value{row.String("__debezium_unavailable_value"), row.String("x")})},
+		{`{"scale":2,"value":"BNI="}`, row.Decimal("12.34")},
+		{`{"x":1}`, row.String(`{"x":1}`)},
 	} {
 		ev, err := decodeOne(t, []string{"v"}, "", `{"after":{"v":`+tc.json+`},"op":"c"}`)
 		if err != nil {
@@ -257,14 +269,14 @@ func TestKeys(t *testing.T) {
 		if ev.Key.Present != tc.present {
 			t.Errorf("%s: present=%v", tc.key, ev.Key.Present)
 		}
-		if tc.present && (!ev.Key.Values[0].Equal(Int(1)) || !ev.Key.Values[1].IsNull()) {
+		if tc.present && (!ev.Key.Values[0].Equal(row.Int(1)) || !ev.Key.Values[1].IsNull()) {
 			t.Errorf("%s: key=%v", tc.key, ev.Key.Values)
 		}
 	}
 	// A schema'd key decodes by its schema (here: a timestamp key).
 	ks := `{"schema":{"type":"struct","fields":[{"type":"int64","name":"io.debezium.time.Timestamp","field":"id"}]},"payload":{"id":2}}`
 	ev, err := decodeOne(t, cols, ks, value)
-	if err != nil || !ev.Key.Values[0].Equal(Timestamp(2000)) {
+	if err != nil || !ev.Key.Values[0].Equal(row.Timestamp(2000)) {
 		t.Errorf("timestamp key: %v %v", ev.Key.Values, err)
 	}
 }
@@ -277,11 +289,11 @@ func TestReplicaIdentityDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ev.Before.Present || !ev.Before.Values[0].Equal(Int(10)) || !ev.Before.Values[1].IsNull() || ev.After.Present {
+	if !ev.Before.Present || !ev.Before.Values[0].Equal(row.Int(10)) || !ev.Before.Values[1].IsNull() || ev.After.Present {
 		t.Errorf("delete: %+v", ev)
 	}
 	ev, err = decodeOne(t, cols, `{"id":10}`, `{"before":null,"after":{"id":10,"user_id":3,"domain_name":"x"},"op":"u"}`)
-	if err != nil || ev.Before.Present || !ev.After.Values[1].Equal(Int(3)) {
+	if err != nil || ev.Before.Present || !ev.After.Values[1].Equal(row.Int(3)) {
 		t.Errorf("update: %+v %v", ev, err)
 	}
 }
@@ -416,7 +428,7 @@ func TestReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ev.Types != nil || ev.After.Present || ev.Key.Present || ev.Source != (Source{}) || ev.TsMs != 0 ||
-		!ev.Before.Values[1].IsNull() || !ev.Before.Values[0].Equal(Int(2)) {
+		!ev.Before.Values[1].IsNull() || !ev.Before.Values[0].Equal(row.Int(2)) {
 		t.Errorf("stale fields after reuse: %+v", ev)
 	}
 	if kept != "b" {
@@ -437,7 +449,7 @@ func TestManyColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, v := range ev.After.Values {
-		if !v.Equal(Int(int64(i % 10))) {
+		if !v.Equal(row.Int(int64(i % 10))) {
 			t.Errorf("%s = %v", cols[i], v)
 		}
 	}
@@ -449,9 +461,9 @@ func TestSchemaCache(t *testing.T) {
 	d := NewDecoder([]string{"v"}, Options{})
 	var ev Event
 	for i := 0; i < 3*maxCachedSchemas; i++ {
-		typ, json, want := "int64", "5", Int(5)
+		typ, json, want := "int64", "5", row.Int(5)
 		if i%2 == 1 {
-			typ, json, want = "int64\",\"name\":\"io.debezium.time.Timestamp", "5", Timestamp(5000)
+			typ, json, want = "int64\",\"name\":\"io.debezium.time.Timestamp", "5", row.Timestamp(5000)
 		}
 		sch := field("v", typ, "", "")
 		sch = strings.Replace(sch, `"field"`, `"doc":"`+strings.Repeat("x", i%(maxCachedSchemas+7))+`","field"`, 1)

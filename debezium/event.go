@@ -3,6 +3,8 @@ package debezium
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Op is a Debezium change operation, the envelope's `op` field.
@@ -46,21 +48,19 @@ type Source struct {
 	Table  string
 }
 
-// ColumnType is a projected column's type as declared by the record's Kafka
-// Connect schema. Records without a schema carry no column types.
-type ColumnType struct {
-	Kind      Kind   // the Kind values of this column decode to
-	Connect   string // Kafka Connect type: int8..int64, float32, float64, boolean, string, bytes, …
-	Logical   string // Connect/Debezium logical name, e.g. "org.apache.kafka.connect.data.Decimal"
-	Optional  bool
-	Scale     int // Decimal scale (-1 when variable)
-	Precision int // Decimal precision when the schema states it (connect.decimal.precision), else 0
+// Row is a projected row: Values[i] is the value of the decoder's i-th
+// projected column. Present is false when the envelope had no such image
+// (e.g. `before` of an insert, or of an update under REPLICA IDENTITY DEFAULT).
+type Row struct {
+	Present bool
+	Values  []row.Value
 }
 
 // Event is one decoded change event. Before and After are projected to the
 // decoder's columns. Key is the record key projected to the same columns
-// (columns not in the key are Null). Types is nil when the record had no
-// schema. A decoder reuses an Event's slices on the next call: callers that
+// (columns not in the key are Null). Types are the columns' types: the
+// record's schema, or for a record without one the types declared in the
+// decoder's Options (nil when there are none). A decoder reuses an Event's slices on the next call: callers that
 // keep values across calls must copy the slices (Values' strings are
 // immutable and may be kept).
 type Event struct {
@@ -68,7 +68,7 @@ type Event struct {
 	Before Row
 	After  Row
 	Key    Row
-	Types  []ColumnType
+	Types  []row.ColumnType
 	Source Source
 	TsMs   int64 // the envelope's ts_ms (when Debezium processed the change)
 }
@@ -83,11 +83,12 @@ const (
 	ErrTypeMismatch                       // a value does not fit its schema or the projection's needs
 	ErrOversized                          // record larger than the configured maximum
 	ErrMissingColumn                      // a projected column is absent from a full row image
+	ErrNotJSON                            // a key or value that is not JSON text (e.g. Avro in the Schema Registry wire format)
 )
 
 var errorKindNames = [...]string{
 	ErrMalformed: "malformed", ErrUnknownOp: "unknown_op", ErrTypeMismatch: "type_mismatch",
-	ErrOversized: "oversized", ErrMissingColumn: "missing_column",
+	ErrOversized: "oversized", ErrMissingColumn: "missing_column", ErrNotJSON: "not_json",
 }
 
 // String returns a stable snake_case name, used as a metric label.
@@ -99,7 +100,7 @@ func (k ErrorKind) String() string {
 }
 
 // DecodeError describes a record cdcjoin could not decode: what was wrong
-// (Kind, Reason), in which field (a path like "payload.after.id"), and where
+// (row.Kind, Reason), in which field (a path like "payload.after.id"), and where
 // the record came from when known (Topic/Partition/Offset; Offset is -1 when
 // unknown).
 type DecodeError struct {

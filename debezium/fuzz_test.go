@@ -4,6 +4,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/cdcjoin/cdcjoin/pgschema"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // FuzzDecode: no input makes Decode panic, every error is a *DecodeError,
@@ -17,9 +20,17 @@ func FuzzDecode(f *testing.F) {
 		[]byte(wrap(`{"after":{"id":1,"user_id":2,"v":{"scale":2,"value":"AeI6"}},"op":"u"}`,
 			field("id", "int64", "", ""), field("user_id", "int64", "io.debezium.time.NanoTimestamp", ""),
 			field("v", "struct", "io.debezium.data.VariableScaleDecimal", ""))))
+	f.Add([]byte(`{"id":258.0}`), []byte(`{"after":{"id":2.58e2,"user_id":"7","v":[1,null,[2]]},"op":"c"}`))
+	f.Add([]byte(nil), []byte("\x00\x00\x00\x00\x01\x02"))
 	cols := []string{"id", "user_id", "v"}
+	arr, _ := pgschema.Column("numeric(10,2)[]", pgschema.Modes{})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
-		d := NewDecoder(cols, Options{MaxRecordBytes: 1 << 20})
+		// Odd lengths: a decoder with key columns and a declared array.
+		opts := Options{MaxRecordBytes: 1 << 20}
+		if len(value)%2 == 1 {
+			opts.KeyColumns, opts.Types = 2, []row.ColumnType{{}, {}, arr}
+		}
+		d := NewDecoder(cols, opts)
 		var ev Event
 		tm := time.AfterFunc(5*time.Second, func() { panic("HANG") })
 		defer tm.Stop()

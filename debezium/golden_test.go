@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -62,13 +64,13 @@ func render(cols []string, ok bool, err error, ev *Event) string {
 	return b.String()
 }
 
-func renderValue(v Value) string {
+func renderValue(v row.Value) string {
 	switch v.Kind {
-	case KindNull, KindUnavailable:
+	case row.KindNull, row.KindUnavailable:
 		return v.Kind.String()
-	case KindString, KindBytes, KindDecimal:
+	case row.KindString, row.KindBytes, row.KindDecimal:
 		return v.Kind.String() + ":" + strconv.Quote(v.Str)
-	case KindDate, KindTimestamp, KindTime:
+	case row.KindDate, row.KindTimestamp, row.KindTime:
 		return v.Kind.String() + ":" + strconv.FormatInt(v.Int, 10) + "(" + v.Text() + ")"
 	}
 	return v.Kind.String() + ":" + v.Text()

@@ -3,10 +3,13 @@ package debezium
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	json "github.com/goccy/go-json"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // TestRealCaptures decodes every record captured from a real Debezium 3.6
@@ -65,14 +68,14 @@ func TestRealCaptures(t *testing.T) {
 			schemaOn := file == "schema-on.jsonl"
 			switch {
 			case table == "users" && rec.Offset == 3 && schemaOn:
-				if v := ev.After.Values[2]; !v.Equal(Decimal("9999999999.99")) {
+				if v := ev.After.Values[2]; !v.Equal(row.Decimal("9999999999.99")) {
 					t.Errorf("users@3 balance = %v %q", v.Kind, v.Str)
 				}
 				if v := ev.After.Values[3]; v.Text() != "2024-05-01T00:00:00.123456Z" {
 					t.Errorf("users@3 created_at = %s", v.Text())
 				}
 			case table == "domains" && rec.Offset == 15:
-				if ev.After.Values[2].Kind != KindUnavailable {
+				if ev.After.Values[2].Kind != row.KindUnavailable {
 					t.Errorf("domains@15 domain_name = %v, want unavailable", ev.After.Values[2])
 				}
 			case table == "domains" && rec.Offset == 4 && schemaOn:

@@ -3,7 +3,10 @@ package debezium
 import (
 	"bytes"
 	"hash/maphash"
+	"slices"
 	"strconv"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Kafka Connect and Debezium logical type names the decoder understands.
@@ -23,7 +26,6 @@ const (
 	logicalZonedTimestamp  = "io.debezium.time.ZonedTimestamp"
 	maxSchemaDepth         = 32
 	maxCachedSchemas       = 64
-	unavailableBase64      = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="
 	schemaFieldAfter       = "after"
 	schemaFieldBefore      = "before"
 	schemaTypeStruct       = "struct"
@@ -33,7 +35,7 @@ const (
 	schemaErrBadDecimalArg = "bad Decimal scale parameter"
 )
 
-// conv says how a JSON value is turned into a Value.
+// conv says how a JSON value is turned into a row.Value.
 type conv uint8
 
 const (
@@ -42,23 +44,29 @@ const (
 	convFloat                  // float32/float64
 	convBool                   // boolean
 	convString                 // string
-	convZoned                  // ISO-8601 string -> KindTimestamp
-	convBytes                  // base64 -> KindBytes
-	convDecimal                // base64 two's complement + fixed scale -> KindDecimal
-	convVarDecimal             // {"scale":n,"value":base64} -> KindDecimal
-	convRaw                    // struct/array/map: raw JSON text as KindString
+	convZoned                  // ISO-8601 string -> row.KindTimestamp
+	convBytes                  // base64 -> row.KindBytes
+	convDecimal                // base64 two's complement + fixed scale -> row.KindDecimal
+	convVarDecimal             // {"scale":n,"value":base64} -> row.KindDecimal
+	convRaw                    // struct/map: raw JSON text as row.KindString
+	convArray                  // array: elements per colInfo.elem -> row.KindArray
 )
 
 // colInfo is the decoding recipe of one projected column.
 type colInfo struct {
 	conv  conv
-	kind  Kind  // result kind for convInt
-	mul   int64 // convInt: multiply by mul (ms -> µs), when > 1
-	div   int64 // convInt: floor-divide by div (ns -> µs), when > 1
-	min   int64 // convInt: accepted range
+	kind  row.Kind // result kind for convInt
+	mul   int64    // convInt: multiply by mul (ms -> µs), when > 1
+	div   int64    // convInt: floor-divide by div (ns -> µs), when > 1
+	min   int64    // convInt: accepted range
 	max   int64
-	scale int    // convDecimal
-	typ   string // Connect type, for error messages
+	scale int      // convDecimal; -1 when the scale varies (convInfer, convVarDecimal)
+	elem  *colInfo // convArray: the elements' recipe
+	typ   string   // Connect type, for error messages
+	// key: the column is (part of) a primary or foreign key: numbers of
+	// variable scale are canonical (see canonicalKey), and values of
+	// another class than the column's first one are rejected.
+	key bool
 }
 
 // schemaNode is a parsed Kafka Connect schema (only the parts cdcjoin uses).
@@ -69,6 +77,7 @@ type schemaNode struct {
 	optional bool
 	params   map[string]string
 	fields   []*schemaNode
+	items    *schemaNode // array element schema
 }
 
 // parseSchema parses a Kafka Connect JSON schema at the scanner's position.
@@ -108,6 +117,11 @@ func parseSchema(s *scanner, depth int) (*schemaNode, *DecodeError) {
 				n.fields = append(n.fields, f)
 				return err
 			})
+		case "items":
+			if s.peek() != '{' {
+				return s.skip()
+			}
+			n.items, err = parseSchema(s, depth+1)
 		default:
 			err = s.skip()
 		}
@@ -144,16 +158,59 @@ func (n *schemaNode) fieldNamed(name string) *schemaNode {
 	return nil
 }
 
-// columnType derives a column's public type and decoding recipe.
-func columnType(n *schemaNode) (ColumnType, colInfo, *DecodeError) {
-	ct := ColumnType{Connect: n.typ, Logical: n.name, Optional: n.optional}
-	ci := colInfo{typ: n.typ}
+// connectTypes maps JsonConverter's type names to Kafka Connect's
+// (Schema.Type in lower case): JsonConverter writes FLOAT32 and FLOAT64 as
+// "float" and "double".
+var connectTypes = map[string]string{
+	"int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
+	"float": "float32", "double": "float64", "float32": "float32", "float64": "float64",
+	"boolean": "boolean", "string": "string", "bytes": "bytes",
+	"array": "array", "map": "map", "struct": "struct",
+}
+
+// columnType translates a field's schema into a row.ColumnType (Kind
+// unset: see resolve). An unknown type is an error, never guessed.
+func columnType(n *schemaNode) (row.ColumnType, *DecodeError) {
+	typ, ok := connectTypes[n.typ]
+	if !ok {
+		return row.ColumnType{}, &DecodeError{Kind: ErrMalformed, Offset: -1,
+			Reason: "unknown Kafka Connect schema type " + strconv.Quote(n.typ)}
+	}
+	ct := row.ColumnType{Connect: typ, Logical: n.name, Optional: n.optional}
+	switch {
+	case n.name == logicalDecimal && typ == "bytes":
+		sc, err := strconv.Atoi(n.params[schemaParamScale])
+		if err != nil || sc > maxScale || sc < -maxScale {
+			return ct, &DecodeError{Kind: ErrMalformed, Reason: schemaErrBadDecimalArg, Offset: -1}
+		}
+		ct.Scale = sc
+		ct.Precision, _ = strconv.Atoi(n.params[schemaParamPrecision])
+	case n.name == logicalVarDecimal && typ == schemaTypeStruct:
+		ct.Scale = -1
+	case typ == "array":
+		if n.items == nil {
+			return ct, &DecodeError{Kind: ErrMalformed, Offset: -1, Reason: "array schema without items"}
+		}
+		et, err := columnType(n.items)
+		if err != nil {
+			return ct, err
+		}
+		ct.Elem = &et
+	}
+	return ct, nil
+}
+
+// resolve sets ct.Kind (and its elements') and returns the recipe that
+// decodes values of type ct: the one place where a Connect schema, read
+// from a record or declared in the configuration, becomes a decoder.
+func resolve(ct *row.ColumnType) (colInfo, *DecodeError) {
+	ci := colInfo{typ: ct.Connect, scale: -1}
 	intRange := func(bits uint) {
-		ci.conv, ci.kind = convInt, KindInt
+		ci.conv, ci.kind = convInt, row.KindInt
 		ci.max = 1<<(bits-1) - 1
 		ci.min = -ci.max - 1
 	}
-	switch n.typ {
+	switch ct.Connect {
 	case "int8":
 		intRange(8)
 	case "int16":
@@ -163,66 +220,78 @@ func columnType(n *schemaNode) (ColumnType, colInfo, *DecodeError) {
 	case "int64":
 		intRange(64)
 	case "float32", "float64":
-		ci.conv, ct.Kind = convFloat, KindFloat
+		ci.conv, ct.Kind = convFloat, row.KindFloat
 	case "boolean":
-		ci.conv, ct.Kind = convBool, KindBool
+		ci.conv, ct.Kind = convBool, row.KindBool
 	case "string":
-		ci.conv, ct.Kind = convString, KindString
+		ci.conv, ct.Kind = convString, row.KindString
 	case "bytes":
-		ci.conv, ct.Kind = convBytes, KindBytes
-	default: // struct, array, map
-		ci.conv, ct.Kind = convRaw, KindString
+		ci.conv, ct.Kind = convBytes, row.KindBytes
+	case "array":
+		if ct.Elem == nil {
+			return ci, &DecodeError{Kind: ErrMalformed, Offset: -1, Reason: "array type without an element type"}
+		}
+		et, err := resolve(ct.Elem)
+		if err != nil {
+			return ci, err
+		}
+		ci.conv, ci.elem, ct.Kind = convArray, &et, row.KindArray
+	case "map", "struct":
+		ci.conv, ct.Kind = convRaw, row.KindString
+	default:
+		return ci, &DecodeError{Kind: ErrMalformed, Offset: -1, Reason: "unknown Kafka Connect type " + strconv.Quote(ct.Connect)}
 	}
 	if ci.conv == convInt {
-		switch n.name {
+		switch ct.Logical {
 		case logicalDate, logicalConnectDate:
-			ci.kind = KindDate
+			ci.kind = row.KindDate
 		case logicalMicroTimestamp:
-			ci.kind = KindTimestamp
+			ci.kind = row.KindTimestamp
 		case logicalTimestamp, logicalConnectTs:
-			ci.kind, ci.mul = KindTimestamp, 1000
+			ci.kind, ci.mul = row.KindTimestamp, 1000
 		case logicalNanoTimestamp:
-			ci.kind, ci.div = KindTimestamp, 1000
+			ci.kind, ci.div = row.KindTimestamp, 1000
 		case logicalMicroTime:
-			ci.kind = KindTime
+			ci.kind = row.KindTime
 		case logicalTime, logicalConnectTime:
-			ci.kind, ci.mul = KindTime, 1000
+			ci.kind, ci.mul = row.KindTime, 1000
 		case logicalNanoTime:
-			ci.kind, ci.div = KindTime, 1000
+			ci.kind, ci.div = row.KindTime, 1000
 		}
 		ct.Kind = ci.kind
 	}
 	switch {
-	case n.name == logicalZonedTimestamp && n.typ == "string":
-		ci.conv, ct.Kind = convZoned, KindTimestamp
-	case n.name == logicalDecimal && n.typ == "bytes":
-		sc, err := strconv.Atoi(n.params[schemaParamScale])
-		if err != nil || sc > maxScale || sc < -maxScale {
-			return ct, ci, &DecodeError{Kind: ErrMalformed, Reason: schemaErrBadDecimalArg, Offset: -1}
+	case ct.Logical == logicalZonedTimestamp && ct.Connect == "string":
+		ci.conv, ct.Kind = convZoned, row.KindTimestamp
+	case ct.Logical == logicalDecimal && ct.Connect == "bytes":
+		if ct.Scale > maxScale || ct.Scale < -maxScale {
+			return ci, &DecodeError{Kind: ErrMalformed, Reason: schemaErrBadDecimalArg, Offset: -1}
 		}
-		ci.conv, ci.scale, ct.Kind, ct.Scale = convDecimal, sc, KindDecimal, sc
-		ct.Precision, _ = strconv.Atoi(n.params[schemaParamPrecision])
-	case n.name == logicalVarDecimal && n.typ == schemaTypeStruct:
-		ci.conv, ct.Kind, ct.Scale = convVarDecimal, KindDecimal, -1
+		ci.conv, ci.scale, ct.Kind = convDecimal, ct.Scale, row.KindDecimal
+	case ct.Logical == logicalVarDecimal && ct.Connect == schemaTypeStruct:
+		ci.conv, ct.Kind, ct.Scale = convVarDecimal, row.KindDecimal, -1
 	}
-	return ct, ci, nil
+	return ci, nil
 }
 
 // projection is a parsed schema projected onto the decoder's columns.
 // types[i]/infos[i] describe column i; when the schema has no such field,
-// types[i] is zero and infos[i] decodes without a schema (convInfer).
+// they are the declared ones (decoding by JSON token when nothing is
+// declared).
 type projection struct {
 	raw   []byte // the schema block's bytes, the cache key
-	types []ColumnType
+	types []row.ColumnType
 	infos []colInfo
 }
 
-// buildProjection projects the struct st onto cols.
-func buildProjection(raw []byte, st *schemaNode, cols []string) (*projection, *DecodeError) {
+// buildProjection projects the struct st onto cols. decl holds the
+// declared types and the recipes for records without a schema; a field
+// whose schema disagrees with its declared type is an error.
+func buildProjection(raw []byte, st *schemaNode, cols []string, decl *projection) (*projection, *DecodeError) {
 	p := &projection{
 		raw:   append([]byte(nil), raw...),
-		types: make([]ColumnType, len(cols)),
-		infos: make([]colInfo, len(cols)),
+		types: slices.Clone(decl.types),
+		infos: slices.Clone(decl.infos),
 	}
 	if st == nil {
 		return p, nil
@@ -232,14 +301,53 @@ func buildProjection(raw []byte, st *schemaNode, cols []string) (*projection, *D
 		if f == nil {
 			continue
 		}
-		ct, ci, err := columnType(f)
+		ct, err := columnType(f)
+		var ci colInfo
+		if err == nil {
+			ci, err = resolve(&ct)
+		}
 		if err != nil {
 			err.Field = c
 			return nil, err
 		}
+		if dt := decl.types[i]; dt.Known() && !compatible(dt, ct) {
+			return nil, &DecodeError{Kind: ErrTypeMismatch, Field: c, Offset: -1,
+				Reason: "the record's schema gives " + describeType(ct) + " but the configuration declares " + describeType(dt)}
+		}
+		ci.key = decl.infos[i].key
 		p.types[i], p.infos[i] = ct, ci
 	}
 	return p, nil
+}
+
+// compatible reports whether values of types a and b have one format: the
+// same Kind, the same scale for decimals, compatible elements for arrays.
+func compatible(a, b row.ColumnType) bool {
+	switch {
+	case a.Kind != b.Kind:
+		return false
+	case a.Kind == row.KindDecimal:
+		return a.Scale == b.Scale
+	case a.Kind == row.KindArray:
+		return a.Elem != nil && b.Elem != nil && compatible(*a.Elem, *b.Elem)
+	}
+	return true
+}
+
+// describeType names a type for messages, e.g. "bytes
+// (org.apache.kafka.connect.data.Decimal, scale 2): decimal".
+func describeType(t row.ColumnType) string {
+	s := t.Connect
+	switch {
+	case t.Kind == row.KindArray && t.Elem != nil:
+		s += " of " + describeType(*t.Elem)
+		return s
+	case t.Logical != "" && t.Kind == row.KindDecimal && t.Scale >= 0:
+		s += " (" + t.Logical + ", scale " + strconv.Itoa(t.Scale) + ")"
+	case t.Logical != "":
+		s += " (" + t.Logical + ")"
+	}
+	return s + ": " + t.Kind.String()
 }
 
 // schemaCache maps schema blocks (by their exact bytes) to projections.

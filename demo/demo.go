@@ -1,6 +1,6 @@
 // Package demo is `cdcjoin demo`: the quick start with nothing to install.
 // It starts an in-process Kafka (kfake), loads the users/domains example as
-// Debezium change events, runs the real runtime (runtime.Run, the same code
+// Debezium change events, runs the real runtime (kafkarun.Run, the same code
 // as `cdcjoin run`), then plays a short scripted change stream and prints
 // the joined table after each step together with the upserts and
 // retractions that step caused.
@@ -19,13 +19,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cdcjoin/cdcjoin/runtime"
-	"github.com/cdcjoin/cdcjoin/sink"
-	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
 
 // Options configure the demo. The zero value is valid.
@@ -113,7 +114,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- runtime.Run(rctx, cfg, runtime.Options{Sink: col, Logger: opts.Logger})
+		done <- kafkarun.Run(rctx, cfg, kafkarun.Options{Sink: col, Logger: opts.Logger})
 	}()
 	stop := func() error {
 		cancel()
@@ -195,7 +196,7 @@ func newDB() *db {
 // putUser records an insert/snapshot/update of u (users: REPLICA IDENTITY
 // FULL, so updates carry the before image).
 func (d *db) putUser(u user, op byte) *kgo.Record {
-	var before row
+	var before tableRow
 	if old, ok := d.users[u.id]; ok && op == 'u' {
 		before = old.row()
 	}
@@ -242,14 +243,14 @@ func rowKey(parent, child string) string { return fmt.Sprintf("%08s/%08s", paren
 // Safe for concurrent use.
 type collector struct {
 	mu      sync.Mutex
-	pending []keyed.Change
+	pending []row.Change
 	rows    map[string][]string
 	vers    map[string]uint64
 	changes []string
 	extra   sink.Sink
 }
 
-func (c *collector) Write(ctx context.Context, cs []keyed.Change) error {
+func (c *collector) Write(ctx context.Context, cs []row.Change) error {
 	if c.extra != nil {
 		if err := c.extra.Write(ctx, cs); err != nil {
 			return err
@@ -297,7 +298,7 @@ func (c *collector) Flush(ctx context.Context) error {
 		}
 		c.vers[k] = ch.Version
 		sign := "+ upsert "
-		if ch.Op == keyed.Retract {
+		if ch.Op == row.Retract {
 			sign = "- retract"
 			delete(c.rows, k)
 		} else {

@@ -3,7 +3,7 @@ package demo
 import (
 	"strconv"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // The demo's tables, as Debezium's PostgreSQL connector captures them with
@@ -33,11 +33,11 @@ var (
 	domainsCols = []column{{"id", "int32", false}, {"user_id", "int32", true}, {"domain_name", "string", true}}
 )
 
-// row is one table row's column values (int64 or string; nil is NULL).
-type row []any
+// tableRow is one table row's column values (int64 or string; nil is NULL).
+type tableRow []any
 
-func (u user) row() row   { return row{u.id, u.firstname, u.lastname} }
-func (d domain) row() row { return row{d.id, d.userID, d.name} }
+func (u user) row() tableRow   { return tableRow{u.id, u.firstname, u.lastname} }
+func (d domain) row() tableRow { return tableRow{d.id, d.userID, d.name} }
 
 // encoder renders Debezium records of one table.
 type encoder struct {
@@ -66,7 +66,7 @@ func (e *encoder) key(id int64) []byte {
 	return append(b, "}}"...)
 }
 
-func appendRow(b []byte, cols []column, r row) []byte {
+func appendRow(b []byte, cols []column, r tableRow) []byte {
 	if r == nil {
 		return append(b, "null"...)
 	}
@@ -75,13 +75,13 @@ func appendRow(b []byte, cols []column, r row) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = debezium.AppendJSONString(b, c.name)
+		b = row.AppendJSONString(b, c.name)
 		b = append(b, ':')
 		switch v := r[i].(type) {
 		case int64:
 			b = strconv.AppendInt(b, v, 10)
 		case string:
-			b = debezium.AppendJSONString(b, v)
+			b = row.AppendJSONString(b, v)
 		default:
 			b = append(b, "null"...)
 		}
@@ -90,7 +90,7 @@ func appendRow(b []byte, cols []column, r row) []byte {
 }
 
 // value renders an envelope; before or after may be nil.
-func (e *encoder) value(op byte, before, after row, snapshot bool) []byte {
+func (e *encoder) value(op byte, before, after tableRow, snapshot bool) []byte {
 	e.lsn += 8
 	e.tsMs += 1000
 	b := []byte(`{"schema":{"type":"struct","fields":[{"type":"struct","fields":`)

@@ -1,13 +1,14 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	json "github.com/goccy/go-json"
 
 	"gopkg.in/yaml.v3"
 

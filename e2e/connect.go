@@ -3,13 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"time"
+
+	json "github.com/goccy/go-json"
 )
 
 // Connect is a client of Kafka Connect's REST API.

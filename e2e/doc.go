@@ -9,6 +9,11 @@
 //   - Postgres.Join and ClickHouse.Rows read the oracle (the JOIN computed
 //     by PostgreSQL) and the materialized result (<table>_current), both as
 //     text cells, and Diff compares them row for row, column for column;
+//   - for the join of deploy/local/types.sql's tables (a column of every
+//     common PostgreSQL type, schemas on and off), Postgres.TypedJoin and
+//     ClickHouse.TypedRows bring each column to its type's canonical form
+//     first (see TypedColumns), so that 't' and 1, NaN and nan, a date and
+//     its day number compare equal and nothing else does;
 //   - Watcher follows the Debezium topics and cdcjoin's keyed topics, and
 //     Lags reads the consumer groups' committed offsets, to tell when
 //     cdcjoin has caught up;

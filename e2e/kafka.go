@@ -2,11 +2,12 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,13 +25,13 @@ type Watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex
-	snapshot bool                      // a record with source.snapshot = "last" was seen
-	txids    map[string]map[int64]bool // source topic → txIds seen
-	ops      map[string]int            // op → count ("tombstone" for null values)
-	keyed    map[string]map[int32]int64
-	lastRec  time.Time // when the last keyed record arrived
-	err      error
+	mu        sync.Mutex
+	snapshots int                       // records with source.snapshot = "last" (one per connector)
+	txids     map[string]map[int64]bool // source topic → txIds seen
+	ops       map[string]int            // op → count ("tombstone" for null values)
+	keyed     map[string]map[int32]int64
+	lastRec   time.Time // when the last keyed record arrived
+	err       error
 }
 
 // NewWatcher starts following sourceTopics (Debezium JSON, schemas on or
@@ -124,7 +125,7 @@ func (w *Watcher) run(ctx context.Context) {
 			}
 			w.ops[p.Op]++
 			if s, ok := p.Source.Snapshot.(string); ok && s == "last" {
-				w.snapshot = true
+				w.snapshots++
 			}
 			if p.Source.TxID != nil {
 				w.txids[r.Topic][*p.Source.TxID] = true
@@ -141,19 +142,21 @@ func (w *Watcher) Err() error {
 	return w.err
 }
 
-// SnapshotDone reports whether the last snapshot record was seen.
-func (w *Watcher) SnapshotDone() bool {
+// SnapshotsDone reports whether the last snapshot record of n connectors
+// was seen.
+func (w *Watcher) SnapshotsDone(n int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.snapshot
+	return w.snapshots >= n
 }
 
-// SawTx reports whether every source topic has a record of transaction txid.
-func (w *Watcher) SawTx(txid int64) bool {
+// SawTx reports whether each of topics (source topics) has a record of
+// transaction txid.
+func (w *Watcher) SawTx(txid int64, topics ...string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, ids := range w.txids {
-		if !ids[txid] {
+	for _, t := range topics {
+		if !w.txids[t][txid] {
 			return false
 		}
 	}

@@ -71,11 +71,66 @@ func RecreateDatabase(ctx context.Context, adminDSN, db, schemaFile string) erro
 	return nil
 }
 
+// Port returns the port of dsn (a postgres:// URL), 5432 when it names
+// none, for the connector's database.port.
+func Port(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("cdcjoin: e2e: postgres dsn: %w", err)
+	}
+	if p := u.Port(); p != "" {
+		return p, nil
+	}
+	return "5432", nil
+}
+
 func redact(dsn string) string {
 	if u, err := url.Parse(dsn); err == nil {
 		return u.Redacted()
 	}
 	return "postgres"
+}
+
+// ExecFile runs the SQL file path in one simple-protocol batch (one
+// implicit transaction): schema files, not change scripts (see
+// Statements).
+func (p *Postgres) ExecFile(ctx context.Context, path string) error {
+	sql, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cdcjoin: e2e: %w", err)
+	}
+	if _, err := p.conn.Exec(ctx, string(sql)); err != nil {
+		return fmt.Errorf("cdcjoin: e2e: apply %s: %w", path, err)
+	}
+	return nil
+}
+
+// Statements reads a change script (like deploy/local/types-dml.sql) as
+// one transaction per statement: statements end with ';' at the end of a
+// line; lines starting with "--" are comments.
+func Statements(path string) ([]Tx, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: e2e: %w", err)
+	}
+	var out []Tx
+	var cur []string
+	for _, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur = append(cur, line)
+		if strings.HasSuffix(t, ";") {
+			sql := strings.TrimSuffix(strings.TrimSpace(strings.Join(cur, "\n")), ";")
+			out = append(out, Tx{Name: fmt.Sprintf("%s #%d", path, len(out)+1), Stmts: []Stmt{{SQL: sql}}})
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		return nil, fmt.Errorf("cdcjoin: e2e: %s: the last statement has no ';'", path)
+	}
+	return out, nil
 }
 
 // OpenPostgres connects to dsn.
@@ -126,14 +181,24 @@ func JoinSQL(left bool) string {
 
 // Join reads the oracle: JoinSQL(left), as sorted rows.
 func (p *Postgres) Join(ctx context.Context, left bool) ([]Row, error) {
-	rs, err := p.conn.Query(ctx, JoinSQL(left))
+	out, err := p.query(ctx, JoinSQL(left), len(Columns))
+	if err != nil {
+		return nil, err
+	}
+	SortRows(out)
+	return out, nil
+}
+
+// query runs q, whose n columns are text, and returns its rows.
+func (p *Postgres) query(ctx context.Context, q string, n int) ([]Row, error) {
+	rs, err := p.conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: e2e: oracle query: %w", err)
 	}
 	defer rs.Close()
 	var out []Row
-	vals := make([]*string, len(Columns))
-	dest := make([]any, len(Columns))
+	vals := make([]*string, n)
+	dest := make([]any, n)
 	for i := range vals {
 		dest[i] = &vals[i]
 	}
@@ -157,7 +222,6 @@ func (p *Postgres) Join(ctx context.Context, left bool) ([]Row, error) {
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("cdcjoin: e2e: oracle query: %w", err)
 	}
-	SortRows(out)
 	return out, nil
 }
 

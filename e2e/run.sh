@@ -4,10 +4,12 @@
 # Brings up the local stack (deploy/local/stack.sh: PostgreSQL, Kafka,
 # Kafka Connect + Debezium, ClickHouse), builds cdcjoin and the driver
 # (e2e/cmd/cdcjoin-e2e), and runs the driver, which prepares a fresh source
-# database, registers a connector, runs `cdcjoin run` for
-# deploy/local/e2e-inner.yaml and e2e-left.yaml, applies the workload with a
-# kill -9 restart, waits until cdcjoin caught up, compares ClickHouse with
-# PostgreSQL row for row, runs the negative control and prints the report.
+# database, registers connectors (schemas on; and off for the typed join),
+# runs `cdcjoin run` for deploy/local/e2e-inner.yaml, e2e-left.yaml and the
+# typed joins e2e-types-on.yaml / e2e-types-off.yaml, applies the workload
+# with a kill -9 restart, waits until cdcjoin caught up, compares ClickHouse
+# with PostgreSQL row for row and column for column, runs the negative
+# controls and prints the report.
 # On exit it stops the stack components that it started (those already
 # running are left alone).
 #

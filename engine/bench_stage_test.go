@@ -8,7 +8,8 @@ import (
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
 )
 
 // BenchmarkEngineReplay measures the whole single-process path (decode,
@@ -39,11 +40,11 @@ state: {dir: %q, sync: false}
 			names := cfg.OutputNames()
 			var buf []byte
 			var changes int
-			eng, err := engine.Open(cfg, engine.Options{Emit: func(c *keyed.Change) error {
+			eng, err := engine.Open(cfg, engine.Options{Sink: sink.Func(func(c *row.Change) error {
 				buf = c.AppendJSON(buf[:0], names)
 				changes++
 				return nil
-			}})
+			})})
 			if err != nil {
 				b.Fatal(err)
 			}

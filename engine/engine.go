@@ -1,11 +1,16 @@
 // Package engine runs the whole join in one process on one pebble state:
-// decode → key → join, committing state, versions and input positions in one
-// pebble batch per batch of records. It is the offline/backfill path behind
-// `cdcjoin replay`, and the reference against which the distributed runtime
-// is checked.
+// decode → key → join, committing state, the version clock and input
+// positions in one pebble batch per batch of records. It is the
+// offline/backfill path behind `cdcjoin replay` and the bench, and the
+// reference against which the Kafka driver (kafkarun) is checked. Both
+// drivers share the contract: a sink.Sink for changes (flushed before each
+// commit), the deadletter policy for bad records, and versions from
+// version.Clock.
 //
-// Versions are a counter persisted in the state: the i-th keyed input ever
-// applied gets version i. A crash loses at most the uncommitted batch;
+// Versions: the i-th keyed input ever applied to the state has position i;
+// its version is the state's clock at i (version.Start at the wall-clock
+// second the state was created, so a later `run` into the same table gives
+// higher versions). A crash loses at most the uncommitted batch;
 // reprocessing it from the committed positions reproduces the same changes
 // with the same versions.
 package engine
@@ -16,12 +21,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // Record is one Kafka record of a Debezium topic. Value nil is a tombstone.
@@ -33,29 +45,24 @@ type Record struct {
 	Value     []byte
 }
 
-// BadRecord is a record the engine could not process, with the reason.
-type BadRecord struct {
-	Record *Record
-	Err    error
-}
-
 // Options configure an Engine.
 type Options struct {
 	// Resume continues from the state's committed positions: records at or
 	// before a partition's committed offset are skipped. Without Resume the
 	// state directory must be empty.
 	Resume bool
-	// Emit receives every change (see keyed.Change's ownership rules). Nil
-	// discards changes.
-	Emit keyed.Emit
-	// Flush, if set, is called before each state commit; it must make every
-	// change emitted so far durable. A Flush error aborts the commit.
-	Flush func(ctx context.Context) error
-	// OnBad, if set, receives bad records under the dlq policy (after it
-	// returns nil the record counts as handled). Required for policy dlq.
-	OnBad func(ctx context.Context, b BadRecord) error
+	// Sink receives every change, in chunks; it is flushed before each
+	// state commit (a Flush error aborts the commit). Nil discards
+	// changes. The engine does not close it.
+	Sink sink.Sink
+	// DeadLetters receives bad records under errors.policy dlq (required
+	// then; after it returns nil the record counts as handled).
+	DeadLetters deadletter.Writer
 	// FS overrides the state's filesystem (tests).
 	FS vfs.FS
+	// Now is the wall clock, read once when a new state picks its version
+	// epoch (default time.Now).
+	Now func() time.Time
 }
 
 // Stats is a snapshot of what an Engine has done.
@@ -64,70 +71,99 @@ type Stats struct {
 	Skipped    uint64 // records at or before committed positions (resume)
 	Tombstones uint64
 	Events     uint64 // decoded change events
-	Bad        uint64 // records routed to OnBad
+	Bad        uint64 // records dead-lettered
 	Commits    uint64
 	Join       keyed.Stats
 }
 
 // Engine is the single-process join. Not safe for concurrent use.
 type Engine struct {
-	cfg      *config.Config
-	spec     *keyed.Spec
-	opts     Options
-	store    *joinstate.Store
-	keyer    *keyed.Keyer
-	join     *keyed.Join
-	decoders *Decoders // for Process
-	scratch  Decoded
-	txn      *joinstate.Txn
-	version  uint64
-	pending  int
-	stats    Stats
-	emit     keyed.Emit
-	resume   map[topicPart]int64
-	next     map[topicPart]int64      // positions reached so far, written at each Commit
-	types    [3][]debezium.ColumnType // last schema'd column types per side
+	cfg     *config.Config
+	spec    *keyed.Spec
+	opts    Options
+	store   *joinstate.Store
+	keyer   *keyed.Keyer
+	join    *keyed.Join
+	dec     *job.Decoder // for Process
+	scratch Decoded
+	txn     *joinstate.Txn
+	buf     *sink.Buffer
+	policy  deadletter.Policy
+	clock   version.Clock
+	inputs  int64 // keyed inputs applied: the next input's position
+	pending int
+	stats   Stats
+	resume  map[topicPart]int64
+	next    map[topicPart]int64 // positions reached so far, written at each Commit
+	types   job.Types
+	// keyTypes is what the decoders learned about key column types
+	// (job.Decoder.KeyTypes), committed with the state when it changed, and
+	// given to every decoder made later.
+	keyTypes      []byte
+	keyTypesDirty bool
 }
+
+var (
+	_ keyed.State = (*joinstate.Txn)(nil)
+	_ keyed.Index = (*joinstate.Txn)(nil)
+)
 
 type topicPart struct {
 	topic string
 	part  int32
 }
 
-const metaVersion = "version"
-const metaFingerprint = "fingerprint"
+const (
+	metaClock       = "clock"   // version.Clock
+	metaInputs      = "inputs"  // uint64: keyed inputs applied
+	metaLegacyCount = "version" // ≤ wave 1: the version counter (= inputs, legacy clock)
+	metaFingerprint = "fingerprint"
+	metaKeyTypes    = "keytypes" // job.Decoder.KeyTypes
+)
 
 // Open opens the state in cfg.State.Dir and prepares the engine.
 func Open(cfg *config.Config, opts Options) (*Engine, error) {
-	if cfg.Errors.Policy == config.PolicyDLQ && opts.OnBad == nil {
-		return nil, errors.New("cdcjoin: errors.policy is dlq but no dead-letter destination is set")
+	var policy deadletter.Policy
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		if opts.DeadLetters == nil {
+			return nil, errors.New("cdcjoin: errors.policy is dlq but no dead-letter destination is set")
+		}
+		policy.Writer = opts.DeadLetters
 	}
 	if !opts.Resume && opts.FS == nil {
 		if entries, err := os.ReadDir(cfg.State.Dir); err == nil && len(entries) > 0 {
 			return nil, fmt.Errorf("cdcjoin: state directory %s is not empty: pass --resume to continue from it, or remove it to start over", cfg.State.Dir)
 		}
 	}
-	store, err := joinstate.Open(joinstate.Options{
-		Dir: cfg.State.Dir, CacheBytes: int64(cfg.State.CacheMB) << 20, Sync: *cfg.State.Sync, FS: opts.FS,
-		MemTableBytes: uint64(cfg.State.MemTableMB) << 20, RowCacheBytes: cfg.State.RowCacheBytes(),
-	})
+	spec, err := job.Spec(cfg)
 	if err != nil {
 		return nil, err
 	}
-	spec := keyed.NewSpec(cfg)
+	so := job.StateOptions(cfg, cfg.State.Dir)
+	so.FS = opts.FS
+	store, err := joinstate.Open(so)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	e := &Engine{
-		cfg: cfg, spec: spec, opts: opts, store: store,
+		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy,
 		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec),
+		dec: job.NewDecoder(cfg, spec), buf: sink.NewBuffer(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
-	e.decoders = e.NewDecoders()
-	e.emit = opts.Emit
-	if e.emit == nil {
-		e.emit = func(*keyed.Change) error { return nil }
-	}
+	// Parent records keep their source partition, and child index entries
+	// theirs: kafkarun.Handover can then give this state to `run`.
+	e.keyer.PartitionInputs = true
 	if err := e.load(); err != nil {
 		store.Close()
 		return nil, err
+	}
+	if err := e.dec.RestoreKeyTypes(e.keyTypes); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cdcjoin: state in %s: %w", cfg.State.Dir, err)
 	}
 	e.txn = store.Begin()
 	return e, nil
@@ -136,7 +172,11 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 // fingerprint identifies the state's shape: a state built for another
 // projection or join kind must not be resumed.
 func (e *Engine) fingerprint() []byte {
-	s := fmt.Sprintf("v2|%s|%v|%v|%v|%v|%v|%v", e.spec.Join, e.spec.ParentColumns, e.spec.ChildColumns,
+	kind := "inner"
+	if e.spec.Left {
+		kind = "left"
+	}
+	s := fmt.Sprintf("v2|%s|%v|%v|%v|%v|%v|%v", kind, e.spec.ParentColumns, e.spec.ChildColumns,
 		e.spec.ParentKey, e.spec.ChildKey, e.spec.ChildFK, e.spec.Out)
 	return []byte(s)
 }
@@ -149,12 +189,11 @@ func (e *Engine) load() error {
 	if fp != nil && string(fp) != string(e.fingerprint()) {
 		return fmt.Errorf("cdcjoin: state in %s was built for another join shape (%s); remove it to rebuild", e.cfg.State.Dir, fp)
 	}
-	v, err := e.store.Meta(metaVersion)
-	if err != nil {
+	if err := e.loadClock(); err != nil {
 		return err
 	}
-	if len(v) == 8 {
-		e.version = binary.BigEndian.Uint64(v)
+	if e.keyTypes, err = e.store.Meta(metaKeyTypes); err != nil {
+		return err
 	}
 	return e.store.Positions(func(topic string, part int32, next int64) error {
 		e.resume[topicPart{topic, part}] = next
@@ -162,22 +201,52 @@ func (e *Engine) load() error {
 	})
 }
 
-// OutputTypes returns the Debezium column types of the select list, in
-// select order, as declared by the most recent records with a schema (zero
-// entries where no such record was seen yet). Sinks that create tables use
-// it.
-func (e *Engine) OutputTypes() []debezium.ColumnType {
-	out := make([]debezium.ColumnType, len(e.spec.Out))
-	for i, o := range e.spec.Out {
-		if ts := e.types[o.Side]; o.Index < len(ts) {
-			out[i] = ts[o.Index]
-		}
+// loadClock restores the version clock and input count; a new state starts
+// a clock at the current wall-clock millisecond.
+func (e *Engine) loadClock() error {
+	c, err := e.store.Meta(metaClock)
+	if err != nil {
+		return err
 	}
-	return out
+	n, err := e.store.Meta(metaInputs)
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		if err := e.clock.UnmarshalBinary(c); err != nil {
+			return fmt.Errorf("cdcjoin: state in %s: %w", e.cfg.State.Dir, err)
+		}
+		if len(n) != 8 {
+			return fmt.Errorf("%w: input count", joinstate.ErrCorrupt)
+		}
+		e.inputs = int64(binary.BigEndian.Uint64(n))
+		return nil
+	}
+	if old, err := e.store.Meta(metaLegacyCount); err != nil {
+		return err
+	} else if len(old) == 8 { // a state of an earlier cdcjoin: keep its versions
+		e.clock, e.inputs = version.Legacy(0), int64(binary.BigEndian.Uint64(old))
+		return nil
+	}
+	e.clock = version.Start(version.Propose(e.opts.Now()), 0)
+	return nil
 }
 
-// Version returns the last version assigned.
-func (e *Engine) Version() uint64 { return e.version }
+// OutputTypes returns the select list's column types, in select order, as
+// declared by the most recent records with a schema (zero entries where no
+// such record was seen yet). Sinks that create tables use it.
+func (e *Engine) OutputTypes() []row.ColumnType { return e.types.Output(e.spec) }
+
+// Clock returns the version clock (the next input's version is
+// Clock().At(Inputs())).
+func (e *Engine) Clock() version.Clock { return e.clock }
+
+// KeyTypes returns what the decoders learned about key column types
+// (job.Decoder.KeyTypes; nil when nothing was learned).
+func (e *Engine) KeyTypes() []byte { return e.keyTypes }
+
+// Inputs returns the number of keyed inputs applied so far.
+func (e *Engine) Inputs() int64 { return e.inputs }
 
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
@@ -196,54 +265,31 @@ func (e *Engine) Spec() *keyed.Spec { return e.spec }
 // than the one applying it). Its event's slices belong to it, so a Decoded
 // can be reused for another record once applied.
 type Decoded struct {
-	Record Record // Key/Value are kept only when Err is set (for dead-lettering)
-	side   config.Side
-	ok     bool  // false: a tombstone
-	Err    error // a bad-record error naming the record's position
-	ev     debezium.Event
+	Record   Record // Key/Value are kept only when Err is set (for dead-lettering)
+	side     row.Side
+	ok       bool  // false: a tombstone
+	Err      error // a bad-record error naming the record's position
+	ev       debezium.Event
+	keyTypes []byte // the decoder's KeyTypes when this record taught it one
 }
 
-// Decoders decode records for one Engine. Each goroutine needs its own; they
-// share nothing with the Engine but its immutable configuration.
-type Decoders struct {
-	cfg  *config.Config
-	decs [3]*debezium.Decoder
-}
-
-// NewDecoders returns decoders for e's topics.
-func (e *Engine) NewDecoders() *Decoders {
-	d := &Decoders{cfg: e.cfg}
-	dopts := debezium.Options{MaxRecordBytes: e.cfg.Errors.MaxRecordBytes}
-	d.decs[config.Parent] = debezium.NewDecoder(e.spec.ParentColumns, dopts)
-	d.decs[config.Child] = debezium.NewDecoder(e.spec.ChildColumns, dopts)
+// NewDecoder returns a decoder for e's topics, for use on another
+// goroutine (see Decode), knowing the key column types learned so far.
+func (e *Engine) NewDecoder() *job.Decoder {
+	d := job.NewDecoder(e.cfg, e.spec)
+	d.RestoreKeyTypes(e.keyTypes) // the engine's own encoding: cannot fail
 	return d
 }
 
-func sideOf(cfg *config.Config, topic string) config.Side {
-	switch topic {
-	case cfg.Parent.Topic:
-		return config.Parent
-	case cfg.Child.Topic:
-		return config.Child
-	}
-	return 0
-}
-
-// Decode decodes r into out. It never fails: a bad record is reported in
-// out.Err and handled by Apply according to the error policy.
-func (d *Decoders) Decode(r *Record, out *Decoded) {
+// Decode decodes r into out with d. It never fails: a bad record is
+// reported in out.Err and handled by Apply according to the error policy.
+func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	out.Record = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-	out.Err, out.ok = nil, false
-	out.side = sideOf(d.cfg, r.Topic)
-	if out.side == 0 {
-		out.Err = fmt.Errorf("cdcjoin: bad record at %s/%d@%d: topic is neither parent.topic (%s) nor child.topic (%s)",
-			r.Topic, r.Partition, r.Offset, d.cfg.Parent.Topic, d.cfg.Child.Topic)
-	} else {
-		var err error
-		out.ok, err = d.decs[out.side].Decode(r.Key, r.Value, &out.ev)
-		if err != nil {
-			out.Err = debezium.AtPosition(err, r.Topic, r.Partition, r.Offset)
-		}
+	learned := d.KeyTypesLearned()
+	out.side, out.ok, out.Err = d.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &out.ev)
+	out.keyTypes = nil
+	if d.KeyTypesLearned() != learned {
+		out.keyTypes = d.KeyTypes()
 	}
 	if out.Err != nil {
 		out.Record.Key = append([]byte(nil), r.Key...)
@@ -253,7 +299,7 @@ func (d *Decoders) Decode(r *Record, out *Decoded) {
 
 // Process decodes and applies one record; see Apply.
 func (e *Engine) Process(ctx context.Context, r *Record) error {
-	e.decoders.Decode(r, &e.scratch)
+	Decode(e.dec, r, &e.scratch)
 	return e.Apply(ctx, &e.scratch)
 }
 
@@ -261,7 +307,7 @@ func (e *Engine) Process(ctx context.Context, r *Record) error {
 // offset order. It commits a batch every state.batch_events records. Bad
 // records (undecodable, unkeyable, unknown topic) stop processing with an
 // error naming topic/partition/offset under policy stop; under policy dlq
-// they go to Options.OnBad. Other errors (state, emit, flush) are returned
+// they go to Options.DeadLetters. Other errors (state, sink) are returned
 // wrapped; after one, the Engine must be closed without Commit.
 func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	r := &d.Record
@@ -270,16 +316,15 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 		e.stats.Skipped++
 		return nil
 	}
-	if err := e.apply(d); err != nil {
+	if err := e.apply(ctx, d); err != nil {
 		var bad *badError
 		if !errors.As(err, &bad) {
 			return err
 		}
-		if e.cfg.Errors.Policy != config.PolicyDLQ {
-			return bad.err
-		}
-		if err := e.opts.OnBad(ctx, BadRecord{Record: r, Err: bad.err}); err != nil {
-			return fmt.Errorf("cdcjoin: dead-letter record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		l := deadletter.Letter{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			Key: r.Key, Value: r.Value, Stage: "engine", Kind: bad.kind, Err: bad.err}
+		if err := e.policy.Handle(ctx, &l); err != nil {
+			return err
 		}
 		e.stats.Bad++
 	}
@@ -295,63 +340,82 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	return nil
 }
 
-type badError struct{ err error }
+type badError struct {
+	kind string
+	err  error
+}
 
 func (b *badError) Error() string { return b.err.Error() }
 
-func (e *Engine) apply(d *Decoded) error {
+func (e *Engine) apply(ctx context.Context, d *Decoded) error {
+	if d.keyTypes != nil {
+		e.keyTypes, e.keyTypesDirty = d.keyTypes, true
+	}
 	if d.Err != nil {
-		return &badError{d.Err}
+		kind := "decode"
+		var de *debezium.DecodeError
+		if errors.As(d.Err, &de) {
+			kind = de.Kind.String()
+		}
+		return &badError{kind, d.Err}
 	}
 	if !d.ok {
 		e.stats.Tombstones++
 		return nil
 	}
 	e.stats.Events++
-	if d.ev.Types != nil {
-		e.types[d.side] = d.ev.Types
-	}
+	e.types.Observe(d.side, &d.ev)
 	r := &d.Record
+	emit := e.buf.Emitter(ctx)
+	e.keyer.Partition = r.Partition
 	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
-		e.version++
-		return e.join.Apply(e.txn, in, e.version, e.emit)
+		v := e.clock.At(e.inputs)
+		e.inputs++
+		return e.join.Apply(e.txn, in, v, emit)
 	})
 	var ke *keyed.KeyError
 	if errors.As(err, &ke) {
-		return &badError{fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
+		return &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
 	}
 	return err
 }
 
-// Commit flushes emitted changes (Options.Flush) and then commits state,
-// version counter and positions atomically.
+// Commit flushes emitted changes to the sink and then commits state,
+// version clock and positions atomically.
 func (e *Engine) Commit(ctx context.Context) error {
 	if e.pending == 0 && e.txn.Empty() {
 		return nil
 	}
-	if e.opts.Flush != nil {
-		if err := e.opts.Flush(ctx); err != nil {
-			return fmt.Errorf("cdcjoin: flush changes: %w", err)
-		}
+	if _, err := e.buf.Flush(ctx); err != nil {
+		return fmt.Errorf("cdcjoin: flush changes: %w", err)
 	}
 	for tp, next := range e.next {
 		if err := e.txn.SetPosition(tp.topic, tp.part, next); err != nil {
 			return err
 		}
 	}
-	var v [8]byte
-	binary.BigEndian.PutUint64(v[:], e.version)
-	if err := e.txn.SetMeta(metaVersion, v[:]); err != nil {
+	c, _ := e.clock.MarshalBinary()
+	if err := e.txn.SetMeta(metaClock, c); err != nil {
+		return err
+	}
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(e.inputs))
+	if err := e.txn.SetMeta(metaInputs, n[:]); err != nil {
 		return err
 	}
 	if err := e.txn.SetMeta(metaFingerprint, e.fingerprint()); err != nil {
 		return err
 	}
+	if e.keyTypesDirty {
+		if err := e.txn.SetMeta(metaKeyTypes, e.keyTypes); err != nil {
+			return err
+		}
+	}
 	if err := e.txn.Commit(); err != nil {
 		return err
 	}
 	e.stats.Commits++
-	e.pending = 0
+	e.pending, e.keyTypesDirty = 0, false
 	e.txn = e.store.Begin()
 	return nil
 }
@@ -363,45 +427,15 @@ func (e *Engine) Close() error {
 		e.txn.Abort()
 		e.txn = nil
 	}
+	e.buf.Discard()
 	return e.store.Close()
 }
 
 // Final streams the materialized join from the committed state, sorted by row
 // key (join key, then child key; a LEFT join's padded row has no child key).
 // vals is reused between calls.
-func (e *Engine) Final(fn func(parentKey, childKey, vals []debezium.Value) error) error {
-	return Materialize(e.store, e.spec, fn)
-}
-
-// Materialize streams the join held in store (see Engine.Final).
-func Materialize(store *joinstate.Store, spec *keyed.Spec, fn func(parentKey, childKey, vals []debezium.Value) error) error {
-	t := store.Begin()
+func (e *Engine) Final(fn func(parentKey, childKey, vals []row.Value) error) error {
+	t := e.store.Begin()
 	defer t.Abort()
-	var vals, pk, ck []debezium.Value
-	return t.Groups(func(jk []byte, p *joinstate.ParentRecord, children joinstate.ChildScan) error {
-		var err error
-		pk, _, err = joinstate.DecodeKey(pk[:0], jk, len(spec.ParentKey))
-		if err != nil {
-			return err
-		}
-		any := false
-		err = children(func(ckb []byte, c *joinstate.ChildRecord) error {
-			any = true
-			var err error
-			ck, _, err = joinstate.DecodeKey(ck[:0], ckb, len(spec.ChildKey))
-			if err != nil {
-				return err
-			}
-			vals = spec.Output(vals, p.Row, c.Row)
-			return fn(pk, ck, vals)
-		})
-		if err != nil {
-			return err
-		}
-		if !any && spec.Join == config.Left {
-			vals = spec.Output(vals, p.Row, nil)
-			return fn(pk, nil, vals)
-		}
-		return nil
-	})
+	return keyed.Materialize(t, e.spec, fn)
 }

@@ -10,12 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
 )
 
 var (
@@ -61,8 +62,8 @@ state: {dir: /state, batch_events: 100}
 	return cfg
 }
 
-func text(v debezium.Value) string {
-	if v.IsNull() || v.Kind == debezium.KindUnavailable {
+func text(v row.Value) string {
+	if v.IsNull() || v.Kind == row.KindUnavailable {
 		return cdcgen.Null
 	}
 	return v.Text()
@@ -82,7 +83,7 @@ func newSinkModel() *sinkModel {
 	return &sinkModel{rmt: cdcgen.NewReplacingMergeTree(), last: map[cdcgen.RowKey]uint64{}}
 }
 
-func rowKey(c *keyed.Change) cdcgen.RowKey {
+func rowKey(c *row.Change) cdcgen.RowKey {
 	k := cdcgen.RowKey{Parent: text(c.ParentKey[0])}
 	if c.ChildKey == nil {
 		k.Padded = true
@@ -92,7 +93,7 @@ func rowKey(c *keyed.Change) cdcgen.RowKey {
 	return k
 }
 
-func (m *sinkModel) emit(c *keyed.Change) error {
+func (m *sinkModel) emit(c *row.Change) error {
 	k := rowKey(c)
 	if last, ok := m.last[k]; ok && c.Version <= last && !m.crashed {
 		return fmt.Errorf("version regression for row %s: v%d after v%d", k, c.Version, last)
@@ -104,7 +105,7 @@ func (m *sinkModel) emit(c *keyed.Change) error {
 	for _, v := range c.Values {
 		m.vals = append(m.vals, text(v))
 	}
-	return m.rmt.Apply(k, c.Version, c.Op == keyed.Retract, append([]string(nil), m.vals...))
+	return m.rmt.Apply(k, c.Version, c.Op == row.Retract, append([]string(nil), m.vals...))
 }
 
 func oracle(t *testing.T, tables cdcgen.Tables, left bool) []cdcgen.JoinedRow {
@@ -120,7 +121,7 @@ func check(t *testing.T, seed int64, what string, want, got []cdcgen.JoinedRow) 
 
 func materialized(t *testing.T, e *engine.Engine) []cdcgen.JoinedRow {
 	var rows []cdcgen.JoinedRow
-	err := e.Final(func(pk, ck, vals []debezium.Value) error {
+	err := e.Final(func(pk, ck, vals []row.Value) error {
 		r := cdcgen.JoinedRow{Key: cdcgen.RowKey{Parent: text(pk[0])}}
 		if ck == nil {
 			r.Key.Padded = true
@@ -196,7 +197,7 @@ func runOracle(t *testing.T, join string, seed int64, crash bool) {
 	ctx := context.Background()
 
 	open := func(resume bool) *engine.Engine {
-		e, err := engine.Open(cfg, engine.Options{Resume: resume, Emit: model.emit, FS: fs})
+		e, err := engine.Open(cfg, engine.Options{Resume: resume, Sink: sink.Func(model.emit), FS: fs})
 		if err != nil {
 			t.Fatalf("seed %d: open: %v", seed, err)
 		}
@@ -236,6 +237,10 @@ func runOracle(t *testing.T, join string, seed int64, crash bool) {
 			t.Fatalf("seed %d: record %d (%s/%d@%d): %v", seed, i, r.Topic, r.Partition, r.Offset, err)
 		}
 		if c, ok := checkAt[i+1]; ok && !crash {
+			// The sink sees changes in chunks, all of them by the commit.
+			if err := e.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
 			tables, err := h.TablesAt(c)
 			if err != nil {
 				t.Fatal(err)
@@ -269,7 +274,7 @@ func TestOraclePipeline(t *testing.T) {
 			}
 			cfg := jobConfig(t, "left")
 			model := newSinkModel()
-			e, err := engine.Open(cfg, engine.Options{Emit: model.emit, FS: vfs.NewMem()})
+			e, err := engine.Open(cfg, engine.Options{Sink: sink.Func(model.emit), FS: vfs.NewMem()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,7 +352,7 @@ func TestRestartAfterAnyBatch(t *testing.T) {
 			model := newSinkModel() // crashed stays false: strict versions
 			fs := vfs.NewMem()
 			ctx := context.Background()
-			e, err := engine.Open(cfg, engine.Options{Emit: model.emit, FS: fs})
+			e, err := engine.Open(cfg, engine.Options{Sink: sink.Func(model.emit), FS: fs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -362,7 +367,7 @@ func TestRestartAfterAnyBatch(t *testing.T) {
 					if err := e.Close(); err != nil {
 						t.Fatal(err)
 					}
-					if e, err = engine.Open(cfg, engine.Options{Resume: true, Emit: model.emit, FS: fs}); err != nil {
+					if e, err = engine.Open(cfg, engine.Options{Resume: true, Sink: sink.Func(model.emit), FS: fs}); err != nil {
 						t.Fatal(err)
 					}
 					restarts++
@@ -400,7 +405,7 @@ func TestOracleNegativeControl(t *testing.T) {
 			continue
 		}
 		model := newSinkModel()
-		e, err := engine.Open(jobConfig(t, "inner"), engine.Options{Emit: model.emit, FS: vfs.NewMem()})
+		e, err := engine.Open(jobConfig(t, "inner"), engine.Options{Sink: sink.Func(model.emit), FS: vfs.NewMem()})
 		if err != nil {
 			t.Fatal(err)
 		}

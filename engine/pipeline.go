@@ -42,7 +42,7 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 	go func() { // owned by Run: stopped by cancel, waited for below
 		defer wg.Done()
 		defer close(full)
-		dec := e.NewDecoders()
+		dec := e.NewDecoder()
 		var b *pipelineBatch
 		send := func() bool {
 			select {
@@ -62,7 +62,7 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 					return errStopped
 				}
 			}
-			dec.Decode(r, &b.recs[b.n])
+			Decode(dec, r, &b.recs[b.n])
 			b.n++
 			if b.n == len(b.recs) && !send() {
 				return errStopped

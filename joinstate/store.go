@@ -31,10 +31,11 @@ import (
 	"io"
 	"sync"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 const (
@@ -49,24 +50,73 @@ const (
 	prefixChildMark = 'c'
 )
 
-// Options configure a Store.
+// Options configure a Store. The zero value of every field but Dir is a
+// documented default, applied by EnsureDefaults; Open calls EnsureDefaults
+// and Validate, so callers only set what they change.
 type Options struct {
-	// Dir is the pebble directory; created if absent.
+	// Dir is the pebble directory; created if absent. Required.
 	Dir string
-	// CacheBytes is the block cache size (default 64 MiB).
-	CacheBytes int64
-	// Sync makes every Commit fsync the WAL.
-	Sync bool
-	// FS overrides the filesystem (tests: vfs.NewMem, crash and error
-	// injection). Default: the OS filesystem.
+	// FS is the filesystem (tests: vfs.NewMem, crash and error injection).
+	// Default: the OS filesystem.
 	FS vfs.FS
-	// MemTableBytes is pebble's memtable size (default 8 MiB).
+	// CacheBytes is pebble's block cache size. Default 64 MiB.
+	CacheBytes int64
+	// MemTableBytes is pebble's memtable size. Default 8 MiB (a memtable
+	// lookup walks a skiplist whose depth grows with its size).
 	MemTableBytes uint64
-	// RowCacheBytes bounds an in-memory cache of state entries in front of
-	// pebble's point lookups (0: 64 MiB; negative: none).
+	// RowCacheBytes bounds the in-memory cache of state entries in front
+	// of pebble's point lookups. Default 64 MiB. Ignored when
+	// DisableRowCache is set.
 	RowCacheBytes int
-	// Logger receives pebble's informational messages; nil discards them.
+	// DisableRowCache turns the row cache off (every read goes to pebble).
+	DisableRowCache bool
+	// Sync makes every Commit fsync the WAL. Default false: a commit
+	// survives a process crash; an OS crash may lose the newest commits,
+	// state and positions together.
+	Sync bool
+	// Logger receives pebble's informational messages. Default: discard.
 	Logger pebble.Logger
+}
+
+// EnsureDefaults fills in the defaults of unset fields and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = 64 << 20
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = 8 << 20
+	}
+	if o.RowCacheBytes == 0 {
+		o.RowCacheBytes = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = quietLogger{}
+	}
+	return o
+}
+
+// Validate reports every problem of o at once (after EnsureDefaults).
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("no directory given"))
+	}
+	if o.CacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("block cache size %d is negative", o.CacheBytes))
+	}
+	if o.MemTableBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("memtable size %d is below 1 MiB", o.MemTableBytes))
+	}
+	if o.RowCacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("row cache size %d is negative (set DisableRowCache to turn it off)", o.RowCacheBytes))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cdcjoin: state options: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // Store is the pebble-backed state of one join (or of one partition of it).
@@ -182,24 +232,15 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf(format, args...)) // pebble's contract: Fatalf must not return
 }
 
-// Open opens (creating if needed) the store in opts.Dir.
+// Open opens (creating if needed) the store in opts.Dir. It applies the
+// defaults and validates opts first.
 func Open(opts Options) (*Store, error) {
-	if opts.Dir == "" {
-		return nil, errors.New("cdcjoin: state: no directory given")
-	}
-	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = 64 << 20
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
-	po := &pebble.Options{Cache: cache, FS: opts.FS, Logger: opts.Logger}
-	if po.Logger == nil {
-		po.Logger = quietLogger{}
-	}
-	po.MemTableSize = opts.MemTableBytes
-	if po.MemTableSize == 0 {
-		po.MemTableSize = 8 << 20
-	}
+	po := &pebble.Options{Cache: cache, FS: opts.FS, Logger: opts.Logger, MemTableSize: opts.MemTableBytes}
 	// Most lookups are point gets of keys that often do not exist (a new
 	// child, a parent not seen yet): bloom filters let them skip tables.
 	for i := range po.Levels {
@@ -210,11 +251,10 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: open state %s: %w", opts.Dir, err)
 	}
-	rc := opts.RowCacheBytes
-	if rc == 0 {
-		rc = 64 << 20
+	s := &Store{db: db, sync: opts.Sync}
+	if !opts.DisableRowCache {
+		s.cache = newRowCache(opts.RowCacheBytes)
 	}
-	s := &Store{db: db, sync: opts.Sync, cache: newRowCache(rc)}
 	g, err := s.Meta(metaGenerations)
 	if err == nil && g != nil {
 		err = s.gens.decode(g)
@@ -380,23 +420,6 @@ func prefixEnd(prefix []byte) []byte {
 	return nil
 }
 
-// ParentRecord is a stored parent row.
-type ParentRecord struct {
-	// Version of the input that last changed the row.
-	Version uint64
-	// PadVersion is the version at which a LEFT join's padded row for this
-	// parent was last emitted (0 if never).
-	PadVersion uint64
-	// Row is the projected parent row.
-	Row []debezium.Value
-}
-
-// ChildRecord is a stored child row.
-type ChildRecord struct {
-	Version uint64
-	Row     []debezium.Value
-}
-
 // Txn is a batch of state changes and input positions, committed atomically.
 // Reads see the Txn's own writes. Not safe for concurrent use.
 type Txn struct {
@@ -530,71 +553,32 @@ func (t *Txn) del(key []byte) error {
 	return nil
 }
 
-// Parent reads the parent record of joinKey (an encoded key tuple). Row values
-// are appended to rec.Row[:0].
-func (t *Txn) Parent(joinKey []byte, rec *ParentRecord) (bool, error) {
-	v, ok, err := t.get(t.stateKey(prefixParent, joinKey, nil))
-	if !ok || err != nil {
-		return false, err
-	}
-	return true, decodeParent(v, rec)
+// Parent returns the parent value of joinKey. The slice is valid until the
+// next call on the Txn.
+func (t *Txn) Parent(joinKey []byte) ([]byte, bool, error) {
+	return t.get(t.stateKey(prefixParent, joinKey, nil))
 }
 
-func decodeParent(v []byte, rec *ParentRecord) error {
-	ver, n := binary.Uvarint(v)
-	if n <= 0 {
-		return fmt.Errorf("%w: parent version", ErrCorrupt)
-	}
-	pad, m := binary.Uvarint(v[n:])
-	if m <= 0 {
-		return fmt.Errorf("%w: parent pad version", ErrCorrupt)
-	}
-	rec.Version, rec.PadVersion = ver, pad
-	var err error
-	rec.Row, err = DecodeRow(rec.Row[:0], v[n+m:])
-	return err
+// PutParent stores the parent value of joinKey (the Txn copies it).
+func (t *Txn) PutParent(joinKey, value []byte) error {
+	return t.set(t.stateKey(prefixParent, joinKey, nil), value)
 }
 
-// PutParent stores the parent record of joinKey.
-func (t *Txn) PutParent(joinKey []byte, rec *ParentRecord) error {
-	key := t.stateKey(prefixParent, joinKey, nil)
-	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
-	t.val = binary.AppendUvarint(t.val, rec.PadVersion)
-	t.val = AppendRow(t.val, rec.Row)
-	return t.set(key, t.val)
-}
-
-// DeleteParent removes the parent record of joinKey.
+// DeleteParent removes the parent value of joinKey.
 func (t *Txn) DeleteParent(joinKey []byte) error {
 	return t.del(t.stateKey(prefixParent, joinKey, nil))
 }
 
-// Child reads the child record (joinKey, childKey).
-func (t *Txn) Child(joinKey, childKey []byte, rec *ChildRecord) (bool, error) {
-	v, ok, err := t.get(t.stateKey(prefixChild, joinKey, childKey))
-	if !ok || err != nil {
-		return false, err
-	}
-	return true, decodeChild(v, rec)
+// Child returns the value of child (joinKey, childKey). The slice is valid
+// until the next call on the Txn.
+func (t *Txn) Child(joinKey, childKey []byte) ([]byte, bool, error) {
+	return t.get(t.stateKey(prefixChild, joinKey, childKey))
 }
 
-func decodeChild(v []byte, rec *ChildRecord) error {
-	ver, n := binary.Uvarint(v)
-	if n <= 0 {
-		return fmt.Errorf("%w: child version", ErrCorrupt)
-	}
-	rec.Version = ver
-	var err error
-	rec.Row, err = DecodeRow(rec.Row[:0], v[n:])
-	return err
-}
-
-// PutChild stores the child record (joinKey, childKey).
-func (t *Txn) PutChild(joinKey, childKey []byte, rec *ChildRecord) error {
-	key := t.stateKey(prefixChild, joinKey, childKey)
-	t.val = binary.AppendUvarint(t.val[:0], rec.Version)
-	t.val = AppendRow(t.val, rec.Row)
-	if err := t.set(key, t.val); err != nil {
+// PutChild stores the value of child (joinKey, childKey) (the Txn copies
+// it).
+func (t *Txn) PutChild(joinKey, childKey, value []byte) error {
+	if err := t.set(t.stateKey(prefixChild, joinKey, childKey), value); err != nil {
 		return err
 	}
 	if c := t.s.cache; c != nil {
@@ -629,10 +613,10 @@ func (t *Txn) DeleteChild(joinKey, childKey []byte) error {
 	return t.del(t.stateKey(prefixChild, joinKey, childKey))
 }
 
-// Children streams the children of joinKey in child-key order. The childKey
-// slice and rec are reused between calls: fn must copy what it keeps. Writes
+// Children streams the children of joinKey in child-key order. The slices
+// passed to fn are valid only during the call: fn must copy what it keeps. Writes
 // made by fn to this Txn are not seen by the iteration in progress.
-func (t *Txn) Children(joinKey []byte, fn func(childKey []byte, rec *ChildRecord) error) error {
+func (t *Txn) Children(joinKey []byte, fn func(childKey, value []byte) error) error {
 	if t.noChildren(joinKey) {
 		return nil
 	}
@@ -641,12 +625,8 @@ func (t *Txn) Children(joinKey []byte, fn func(childKey []byte, rec *ChildRecord
 	if err != nil {
 		return err
 	}
-	var rec ChildRecord
 	for valid := it.First(); valid; valid = it.Next() {
-		if err = decodeChild(it.Value(), &rec); err != nil {
-			break
-		}
-		if err = fn(it.Key()[len(prefix):], &rec); err != nil {
+		if err = fn(it.Key()[len(prefix):], it.Value()); err != nil {
 			break
 		}
 	}
@@ -717,7 +697,7 @@ func (t *Txn) closeIter() {
 
 // ChildScan streams the children of one join key (see Groups). It may be
 // called at most once.
-type ChildScan func(fn func(childKey []byte, rec *ChildRecord) error) error
+type ChildScan = func(fn func(childKey, value []byte) error) error
 
 // Groups streams the join held in the state, grouped by join key, in
 // join-key order: fn is called once per stored parent with its join key, its
@@ -727,7 +707,7 @@ type ChildScan func(fn func(childKey []byte, rec *ChildRecord) error) error
 // truncate, materializing the join) costs one read of the state. Slices and
 // records passed to fn and to ChildScan callbacks are reused: copy what you
 // keep. Writes made by the callbacks are not seen by the scans in progress.
-func (t *Txn) Groups(fn func(joinKey []byte, p *ParentRecord, children ChildScan) error) error {
+func (t *Txn) Groups(fn func(joinKey, parent []byte, children ChildScan) error) error {
 	ph := t.gens.header(nil, prefixParent)
 	ch := t.gens.header(nil, prefixChild)
 	pit, err := t.b.NewIter(prefixBounds(ph))
@@ -740,13 +720,8 @@ func (t *Txn) Groups(fn func(joinKey []byte, p *ParentRecord, children ChildScan
 		return fmt.Errorf("cdcjoin: state: %w", err)
 	}
 	defer cit.Close()
-	var p ParentRecord
-	var c ChildRecord
 	cvalid := cit.First()
 	for pvalid := pit.First(); pvalid; pvalid = pit.Next() {
-		if err := decodeParent(pit.Value(), &p); err != nil {
-			return err
-		}
 		jk := pit.Key()[len(ph):]
 		// Skip children of join keys before jk. The tuple encoding is
 		// prefix-free, so a child key (jk' ck) not starting with jk orders
@@ -759,7 +734,7 @@ func (t *Txn) Groups(fn func(joinKey []byte, p *ParentRecord, children ChildScan
 			cvalid = cit.Next()
 		}
 		scanned := false
-		scan := func(yield func(childKey []byte, rec *ChildRecord) error) error {
+		scan := func(yield func(childKey, value []byte) error) error {
 			if scanned {
 				return errors.New("cdcjoin: state: a join key's children scanned twice")
 			}
@@ -769,16 +744,13 @@ func (t *Txn) Groups(fn func(joinKey []byte, p *ParentRecord, children ChildScan
 				if !bytes.HasPrefix(rest, jk) {
 					break
 				}
-				if err := decodeChild(cit.Value(), &c); err != nil {
-					return err
-				}
-				if err := yield(rest[len(jk):], &c); err != nil {
+				if err := yield(rest[len(jk):], cit.Value()); err != nil {
 					return err
 				}
 			}
 			return nil
 		}
-		if err := fn(jk, &p, scan); err != nil {
+		if err := fn(jk, pit.Value(), scan); err != nil {
 			return err
 		}
 	}
@@ -818,43 +790,13 @@ func (t *Txn) clear(prefix byte) error {
 	return nil
 }
 
-// AppendIndexEntry appends a child-index entry to dst: the join key the
-// child lives under and its projected row (complete, placeholders resolved),
-// so that a later update carrying TOAST placeholders can be completed even
-// when it moves the child to another join key.
-func AppendIndexEntry(dst, joinKey []byte, row []debezium.Value) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(joinKey)))
-	dst = append(dst, joinKey...)
-	return AppendRow(dst, row)
+// ChildIndex returns the child index entry of childKey (the keyer's
+// encoding). The slice is valid until the next call on the Txn.
+func (t *Txn) ChildIndex(childKey []byte) ([]byte, bool, error) {
+	return t.get(t.stateKey(prefixIndex, childKey, nil))
 }
 
-// DecodeIndexEntry splits an entry made by AppendIndexEntry; the row is
-// appended to row[:0] and joinKey aliases entry.
-func DecodeIndexEntry(entry []byte, row []debezium.Value) (joinKey []byte, _ []debezium.Value, err error) {
-	n, m := binary.Uvarint(entry)
-	if m <= 0 || uint64(len(entry)-m) < n {
-		return nil, row, fmt.Errorf("%w: child index entry", ErrCorrupt)
-	}
-	joinKey = entry[m : m+int(n)]
-	row, err = DecodeRow(row[:0], entry[m+int(n):])
-	return joinKey, row, err
-}
-
-// ChildIndex reads the index entry of childKey: the join key it lives under
-// (appended to jkDst) and its last row (appended to row[:0]).
-func (t *Txn) ChildIndex(jkDst, childKey []byte, row []debezium.Value) ([]byte, []debezium.Value, bool, error) {
-	v, ok, err := t.get(t.stateKey(prefixIndex, childKey, nil))
-	if !ok || err != nil {
-		return jkDst, row, false, err
-	}
-	jk, row, err := DecodeIndexEntry(v, row)
-	if err != nil {
-		return jkDst, row, false, err
-	}
-	return append(jkDst, jk...), row, true, nil
-}
-
-// SetChildIndex stores childKey's index entry (see AppendIndexEntry).
+// SetChildIndex stores childKey's index entry.
 func (t *Txn) SetChildIndex(childKey, entry []byte) error {
 	return t.set(t.stateKey(prefixIndex, childKey, nil), entry)
 }
@@ -864,19 +806,15 @@ func (t *Txn) DeleteChildIndex(childKey []byte) error {
 	return t.del(t.stateKey(prefixIndex, childKey, nil))
 }
 
-// ParentIndex reads the parent index entry of parentKey (its last row,
-// appended to row[:0]). Only keying stages that resolve parents' TOAST
-// placeholders keep a parent index (see keyed.Keyer.ResolveParents).
-func (t *Txn) ParentIndex(parentKey []byte, row []debezium.Value) ([]debezium.Value, bool, error) {
-	v, ok, err := t.get(t.stateKey(prefixPIndex, parentKey, nil))
-	if !ok || err != nil {
-		return row, false, err
-	}
-	row, err = DecodeRow(row[:0], v)
-	return row, err == nil, err
+// ParentIndex returns the parent index entry of parentKey (the keyer's
+// encoding). The slice is valid until the next call on the Txn. Only
+// keying stages that resolve parents' TOAST placeholders keep a parent
+// index.
+func (t *Txn) ParentIndex(parentKey []byte) ([]byte, bool, error) {
+	return t.get(t.stateKey(prefixPIndex, parentKey, nil))
 }
 
-// SetParentIndex stores parentKey's entry (joinstate.AppendRow of its row).
+// SetParentIndex stores parentKey's entry.
 func (t *Txn) SetParentIndex(parentKey, entry []byte) error {
 	return t.set(t.stateKey(prefixPIndex, parentKey, nil), entry)
 }
@@ -914,4 +852,47 @@ func (t *Txn) Meta(name string) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte(nil), v...), nil
+}
+
+// ErrCorrupt is returned (wrapped) when stored bytes cannot be decoded. It is
+// row.ErrCorrupt, the sentinel of the row and key encodings.
+var ErrCorrupt = row.ErrCorrupt
+
+// Parents streams every parent value in join-key order.
+func (t *Txn) Parents(fn func(joinKey, value []byte) error) error {
+	return t.scan(prefixParent, fn)
+}
+
+// AllChildren streams every child value in key order, with or without a
+// parent; key is the join key followed by the child key (split them with
+// row.DecodeKey and the join key's arity).
+func (t *Txn) AllChildren(fn func(key, value []byte) error) error {
+	return t.scan(prefixChild, fn)
+}
+
+// ChildIndexes streams every child index entry in child-key order.
+func (t *Txn) ChildIndexes(fn func(childKey, entry []byte) error) error {
+	return t.scan(prefixIndex, fn)
+}
+
+// scan streams the current generation of a keyspace, seeing the Txn's
+// writes. The slices passed to fn are valid only during the call.
+func (t *Txn) scan(prefix byte, fn func(key, value []byte) error) error {
+	hdr := t.gens.header(nil, prefix)
+	it, err := t.b.NewIter(prefixBounds(hdr))
+	if err != nil {
+		return fmt.Errorf("cdcjoin: state: %w", err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		if err = fn(it.Key()[len(hdr):], it.Value()); err != nil {
+			break
+		}
+	}
+	if ierr := it.Error(); err == nil && ierr != nil {
+		err = fmt.Errorf("cdcjoin: state: %w", ierr)
+	}
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("cdcjoin: state: %w", cerr)
+	}
+	return err
 }

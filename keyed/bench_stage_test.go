@@ -3,9 +3,9 @@ package keyed_test
 import (
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // BenchmarkKeyerChild measures keying decoded child events against the
@@ -15,14 +15,14 @@ func BenchmarkKeyerChild(b *testing.B) {
 	spec, st := benchSetup(b, "inner")
 	k := keyed.NewKeyer(spec)
 	const live = 100000
-	ev := debezium.Event{After: debezium.Row{Present: true, Values: make([]debezium.Value, 3)}}
+	ev := debezium.Event{After: debezium.Row{Present: true, Values: make([]row.Value, 3)}}
 	var inputs int
 	out := func(*keyed.Input) error { inputs++; return nil }
 	txn := st.Begin()
 	for i := int64(0); i < live; i++ {
 		ev.Op = debezium.OpRead
-		ev.After.Values[0], ev.After.Values[1], ev.After.Values[2] = debezium.Int(i), debezium.Int(i%1000), debezium.String("example.com")
-		if err := k.Key(txn, config.Child, &ev, out); err != nil {
+		ev.After.Values[0], ev.After.Values[1], ev.After.Values[2] = row.Int(i), row.Int(i%1000), row.String("example.com")
+		if err := k.Key(txn, row.Child, &ev, out); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -39,8 +39,8 @@ func BenchmarkKeyerChild(b *testing.B) {
 		if i%4 == 0 {
 			fk = (fk + int64(i)) % 1000 // FK move
 		}
-		ev.After.Values[0], ev.After.Values[1], ev.After.Values[2] = debezium.Int(id), debezium.Int(fk), debezium.String("renamed.example.com")
-		if err := k.Key(txn, config.Child, &ev, out); err != nil {
+		ev.After.Values[0], ev.After.Values[1], ev.After.Values[2] = row.Int(id), row.Int(fk), row.String("renamed.example.com")
+		if err := k.Key(txn, row.Child, &ev, out); err != nil {
 			b.Fatal(err)
 		}
 		if i%1000 == 999 {
@@ -60,10 +60,10 @@ func BenchmarkKeyerChild(b *testing.B) {
 // joined row.
 func BenchmarkChangeAppendJSON(b *testing.B) {
 	names := []string{"user_id", "firstname", "lastname", "domain_id", "domain_name"}
-	c := keyed.Change{Op: keyed.Upsert, Version: 123456789, PrevVersion: 123456000,
-		ParentKey: []debezium.Value{debezium.Int(42)}, ChildKey: []debezium.Value{debezium.Int(4242)},
-		Values: []debezium.Value{debezium.Int(42), debezium.String("Zoë"), debezium.String("O'Brien"),
-			debezium.Int(4242), debezium.String("river-167.example.com")}}
+	c := row.Change{Op: row.Upsert, Version: 123456789, PrevVersion: 123456000,
+		ParentKey: []row.Value{row.Int(42)}, ChildKey: []row.Value{row.Int(4242)},
+		Values: []row.Value{row.Int(42), row.String("Zoë"), row.String("O'Brien"),
+			row.Int(4242), row.String("river-167.example.com")}}
 	var buf []byte
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -5,9 +5,10 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 func benchSetup(b *testing.B, join string) (*keyed.Spec, *joinstate.Store) {
@@ -20,7 +21,7 @@ func benchSetup(b *testing.B, join string) (*keyed.Spec, *joinstate.Store) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	return keyed.NewSpec(cfg), st
+	return job.MustSpec(cfg), st
 }
 
 // BenchmarkJoinApply measures keyed child upserts joined against existing
@@ -31,12 +32,12 @@ func BenchmarkJoinApply(b *testing.B) {
 	const parents = 10000
 	txn := st.Begin()
 	var ver uint64
-	in := keyed.Input{Side: config.Parent, Kind: keyed.ParentUpsert}
+	in := keyed.Input{Side: row.Parent, Kind: keyed.ParentUpsert}
 	for i := int64(0); i < parents; i++ {
-		in.JoinKey = joinstate.AppendKey(in.JoinKey[:0], []debezium.Value{debezium.Int(i)})
-		in.Row = []debezium.Value{debezium.Int(i), debezium.String("First"), debezium.String("Last")}
+		in.JoinKey = row.AppendKey(in.JoinKey[:0], []row.Value{row.Int(i)})
+		in.Row = []row.Value{row.Int(i), row.String("First"), row.String("Last")}
 		ver++
-		if err := j.Apply(txn, &in, ver, func(*keyed.Change) error { return nil }); err != nil {
+		if err := j.Apply(txn, &in, ver, func(*row.Change) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,16 +45,16 @@ func BenchmarkJoinApply(b *testing.B) {
 		b.Fatal(err)
 	}
 	var changes int
-	emit := func(*keyed.Change) error { changes++; return nil }
-	child := keyed.Input{Side: config.Child, Kind: keyed.ChildUpsert, Row: make([]debezium.Value, 3)}
+	emit := func(*row.Change) error { changes++; return nil }
+	child := keyed.Input{Side: row.Child, Kind: keyed.ChildUpsert, Row: make([]row.Value, 3)}
 	txn = st.Begin()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		pk := int64(i)
 		fk := int64(i*7919) % parents
-		child.JoinKey = joinstate.AppendKey(child.JoinKey[:0], []debezium.Value{debezium.Int(fk)})
-		child.ChildKey = joinstate.AppendKey(child.ChildKey[:0], []debezium.Value{debezium.Int(pk)})
-		child.Row[0], child.Row[1], child.Row[2] = debezium.Int(pk), debezium.Int(fk), debezium.String("example-domain.com")
+		child.JoinKey = row.AppendKey(child.JoinKey[:0], []row.Value{row.Int(fk)})
+		child.ChildKey = row.AppendKey(child.ChildKey[:0], []row.Value{row.Int(pk)})
+		child.Row[0], child.Row[1], child.Row[2] = row.Int(pk), row.Int(fk), row.String("example-domain.com")
 		ver++
 		if err := j.Apply(txn, &child, ver, emit); err != nil {
 			b.Fatal(err)
@@ -78,13 +79,13 @@ func BenchmarkFanOut(b *testing.B) {
 	spec, st := benchSetup(b, "inner")
 	j := keyed.NewJoin(spec)
 	const children = 1_000_000
-	jk := joinstate.AppendKey(nil, []debezium.Value{debezium.Int(1)})
+	jk := row.AppendKey(nil, []row.Value{row.Int(1)})
 	txn := st.Begin()
 	var ver uint64
-	child := keyed.Input{Side: config.Child, Kind: keyed.ChildUpsert, JoinKey: jk, Row: make([]debezium.Value, 3)}
+	child := keyed.Input{Side: row.Child, Kind: keyed.ChildUpsert, JoinKey: jk, Row: make([]row.Value, 3)}
 	for i := int64(0); i < children; i++ {
-		child.ChildKey = joinstate.AppendKey(child.ChildKey[:0], []debezium.Value{debezium.Int(i)})
-		child.Row[0], child.Row[1], child.Row[2] = debezium.Int(i), debezium.Int(1), debezium.String("hot-user-domain.com")
+		child.ChildKey = row.AppendKey(child.ChildKey[:0], []row.Value{row.Int(i)})
+		child.Row[0], child.Row[1], child.Row[2] = row.Int(i), row.Int(1), row.String("hot-user-domain.com")
 		ver++
 		if err := j.Apply(txn, &child, ver, nil); err != nil {
 			b.Fatal(err)
@@ -100,11 +101,11 @@ func BenchmarkFanOut(b *testing.B) {
 		b.Fatal(err)
 	}
 	var changes int
-	emit := func(*keyed.Change) error { changes++; return nil }
-	parent := keyed.Input{Side: config.Parent, Kind: keyed.ParentUpsert, JoinKey: jk}
+	emit := func(*row.Change) error { changes++; return nil }
+	parent := keyed.Input{Side: row.Parent, Kind: keyed.ParentUpsert, JoinKey: jk}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		parent.Row = []debezium.Value{debezium.Int(1), debezium.String(fmt.Sprintf("Name%d", i)), debezium.String("Hot")}
+		parent.Row = []row.Value{row.Int(1), row.String(fmt.Sprintf("Name%d", i)), row.String("Hot")}
 		txn := st.Begin()
 		ver++
 		if err := j.Apply(txn, &parent, ver, emit); err != nil {

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // The golden tests drive the keyer and the join with decoded events:
@@ -39,33 +41,63 @@ state: {dir: /dd}
 `
 
 type ddHarness struct {
+	mem     bool // run on keyed.MemState instead of pebble
 	spec    *keyed.Spec
 	store   *joinstate.Store
+	model   *keyed.MemState
 	keyer   *keyed.Keyer
 	join    *keyed.Join
 	version uint64
 }
 
+// state is what one event runs on: a pebble Txn (commit or abort) or the
+// in-memory model (undone on abort by restoring a snapshot).
+type ddState interface {
+	keyed.State
+	keyed.Index
+}
+
+func (h *ddHarness) begin() (ddState, func(ok bool) error) {
+	if h.mem {
+		snap := h.model.Clone()
+		return h.model, func(ok bool) error {
+			if !ok {
+				h.model = snap
+			}
+			return nil
+		}
+	}
+	txn := h.store.Begin()
+	return txn, func(ok bool) error {
+		if !ok {
+			txn.Abort()
+			return nil
+		}
+		return txn.Commit()
+	}
+}
+
 func (h *ddHarness) close() {
 	if h.store != nil {
 		h.store.Close()
+		h.store = nil
 	}
 }
 
-func parseValue(s string) debezium.Value {
+func parseValue(s string) row.Value {
 	switch s {
 	case "null":
-		return debezium.Null()
+		return row.Null()
 	case "toast":
-		return debezium.Unavailable()
+		return row.Unavailable()
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return debezium.Int(n)
+		return row.Int(n)
 	}
-	return debezium.String(s)
+	return row.String(s)
 }
 
-func fmtValues(vals []debezium.Value) string {
+func fmtValues(vals []row.Value) string {
 	parts := make([]string, len(vals))
 	for i, v := range vals {
 		if v.IsNull() {
@@ -77,7 +109,7 @@ func fmtValues(vals []debezium.Value) string {
 	return strings.Join(parts, ",")
 }
 
-func fmtChange(c *keyed.Change) string {
+func fmtChange(c *row.Change) string {
 	ck := "NULL"
 	if c.ChildKey != nil {
 		ck = fmtValues(c.ChildKey)
@@ -92,9 +124,21 @@ func fmtChange(c *keyed.Change) string {
 	return s
 }
 
+// TestGolden runs every golden file twice, on pebble and on the in-memory
+// model: both must print exactly the expected output.
 func TestGolden(t *testing.T) {
+	for _, mem := range []bool{false, true} {
+		name := "pebble"
+		if mem {
+			name = "memstate"
+		}
+		t.Run(name, func(t *testing.T) { golden(t, mem) })
+	}
+}
+
+func golden(t *testing.T, mem bool) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		h := &ddHarness{}
+		h := &ddHarness{mem: mem}
 		defer h.close()
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
@@ -106,9 +150,10 @@ func TestGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h.spec = keyed.NewSpec(cfg)
-				h.store, err = joinstate.Open(joinstate.Options{Dir: "/dd", FS: vfs.NewMem()})
-				if err != nil {
+				h.spec = job.MustSpec(cfg)
+				if h.mem {
+					h.model = keyed.NewMemState()
+				} else if h.store, err = joinstate.Open(joinstate.Options{Dir: "/dd", FS: vfs.NewMem()}); err != nil {
 					t.Fatal(err)
 				}
 				h.keyer, h.join, h.version = keyed.NewKeyer(h.spec), keyed.NewJoin(h.spec), 0
@@ -118,10 +163,12 @@ func TestGolden(t *testing.T) {
 				return h.event(t, d)
 			case "table":
 				var b strings.Builder
-				err := engine.Materialize(h.store, h.spec, func(_, _ []debezium.Value, vals []debezium.Value) error {
+				st, end := h.begin()
+				err := keyed.Materialize(st, h.spec, func(_, _ []row.Value, vals []row.Value) error {
 					fmt.Fprintf(&b, "%s\n", fmtValues(vals))
 					return nil
 				})
+				end(false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -137,23 +184,23 @@ func TestGolden(t *testing.T) {
 }
 
 func (h *ddHarness) event(t *testing.T, d *datadriven.TestData) string {
-	side := config.Parent
+	side := row.Parent
 	if d.Cmd == "child" {
-		side = config.Child
+		side = row.Child
 	}
 	ev := debezium.Event{}
 	if d.Cmd == "truncate" {
 		var s string
 		d.ScanArgs(t, "side", &s)
-		side = config.Parent
+		side = row.Parent
 		if s == "child" {
-			side = config.Child
+			side = row.Child
 		}
 		ev.Op = debezium.OpTruncate
 	} else {
 		cols := h.spec.Columns(side)
-		after := make([]debezium.Value, len(cols))
-		before := make([]debezium.Value, len(cols))
+		after := make([]row.Value, len(cols))
+		before := make([]row.Value, len(cols))
 		hasBefore := false
 		for _, a := range d.CmdArgs {
 			if a.Key == "op" {
@@ -187,20 +234,20 @@ func (h *ddHarness) event(t *testing.T, d *datadriven.TestData) string {
 			}
 		}
 	}
-	txn := h.store.Begin()
+	st, end := h.begin()
 	var b strings.Builder
-	err := h.keyer.Key(txn, side, &ev, func(in *keyed.Input) error {
+	err := h.keyer.Key(st, side, &ev, func(in *keyed.Input) error {
 		h.version++
-		return h.join.Apply(txn, in, h.version, func(c *keyed.Change) error {
+		return h.join.Apply(st, in, h.version, func(c *row.Change) error {
 			fmt.Fprintln(&b, fmtChange(c))
 			return nil
 		})
 	})
 	if err != nil {
-		txn.Abort()
+		end(false)
 		return "error: " + err.Error()
 	}
-	if err := txn.Commit(); err != nil {
+	if err := end(true); err != nil {
 		t.Fatal(err)
 	}
 	if b.Len() == 0 {

@@ -3,15 +3,14 @@ package keyed
 import (
 	"fmt"
 
-	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // KeyError is a decoded event that cannot be keyed (a NULL primary key, say).
 // It is a bad-record error: callers apply their bad-record policy to it.
 type KeyError struct {
-	Side   config.Side
+	Side   row.Side
 	Op     debezium.Op
 	Reason string
 }
@@ -36,13 +35,28 @@ type Keyer struct {
 	// would otherwise merge with); a join on the same state does not.
 	ResolveParents bool
 
+	// Changelog, if set, receives every index write as it is made: side's
+	// index key and entry (the bytes stored), entry nil for a delete. A
+	// keying stage mirrors them to its index changelog topics. Clears (a
+	// truncate) are not reported. The slices are only valid during the
+	// call. An error aborts Key.
+	Changelog func(side row.Side, key, entry []byte) error
+
+	// Partition is the source partition of the event being keyed; the
+	// driver sets it before each Key. Index entries record it, and parent
+	// upserts carry it (Input.PartitionKnown) when PartitionInputs is set.
+	Partition int32
+	// PartitionInputs passes Partition on in parent upserts, for a join on
+	// the same state (the engine: the join keeps it in parent records).
+	PartitionInputs bool
+
 	spec *Spec
 
-	in        Input
-	jk, ojk   []byte
-	ck, ock   []byte
-	row, orow []debezium.Value
-	entry     []byte
+	in          Input
+	jk, ojk     []byte
+	ck, ock     []byte
+	vals, ovals []row.Value
+	entry       []byte
 }
 
 // NewKeyer returns a keyer for spec.
@@ -51,9 +65,9 @@ func NewKeyer(spec *Spec) *Keyer { return &Keyer{spec: spec} }
 // Key emits the Inputs for ev, read from side's topic, updating the child
 // index in t. The Input passed to out is reused after out returns. Errors are
 // *KeyError for events that cannot be keyed, state errors, or out's.
-func (k *Keyer) Key(t *joinstate.Txn, side config.Side, ev *debezium.Event, out func(*Input) error) error {
+func (k *Keyer) Key(t Index, side row.Side, ev *debezium.Event, out func(*Input) error) error {
 	if ev.Op == debezium.OpTruncate {
-		if side == config.Child {
+		if side == row.Child {
 			if err := t.ClearChildIndex(); err != nil {
 				return err
 			}
@@ -65,7 +79,7 @@ func (k *Keyer) Key(t *joinstate.Txn, side config.Side, ev *debezium.Event, out 
 		k.in = Input{Kind: Truncate, Side: side}
 		return out(&k.in)
 	}
-	if side == config.Parent {
+	if side == row.Parent {
 		return k.parent(t, ev, out)
 	}
 	return k.child(t, ev, out)
@@ -73,14 +87,14 @@ func (k *Keyer) Key(t *joinstate.Txn, side config.Side, ev *debezium.Event, out 
 
 // keyOf encodes the tuple at idx of row; ok is false if any part is NULL (or
 // an unavailable placeholder).
-func keyOf(dst []byte, row []debezium.Value, idx []int) ([]byte, bool) {
+func keyOf(dst []byte, vals []row.Value, idx []int) ([]byte, bool) {
 	for _, i := range idx {
-		if row[i].Kind == debezium.KindNull || row[i].Kind == debezium.KindUnavailable {
+		if vals[i].Kind == row.KindNull || vals[i].Kind == row.KindUnavailable {
 			return dst, false
 		}
 	}
 	for _, i := range idx {
-		dst = joinstate.AppendKey(dst, row[i:i+1])
+		dst = row.AppendKey(dst, vals[i:i+1])
 	}
 	return dst, true
 }
@@ -99,17 +113,17 @@ func pkOf(dst []byte, ev *debezium.Event, idx []int) ([]byte, bool) {
 	return dst, false
 }
 
-func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) error) error {
+func (k *Keyer) parent(t Index, ev *debezium.Event, out func(*Input) error) error {
 	s := k.spec
 	switch ev.Op {
 	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
 		if !ev.After.Present {
-			return &KeyError{config.Parent, ev.Op, "no `after` row"}
+			return &KeyError{row.Parent, ev.Op, "no `after` row"}
 		}
 		var ok bool
 		k.jk, ok = keyOf(k.jk[:0], ev.After.Values, s.ParentKey)
 		if !ok {
-			return &KeyError{config.Parent, ev.Op, fmt.Sprintf("primary key %v is NULL in `after`", s.Columns(config.Parent)[:len(s.ParentKey)])}
+			return &KeyError{row.Parent, ev.Op, fmt.Sprintf("primary key %v is NULL in `after`", s.Columns(row.Parent)[:len(s.ParentKey)])}
 		}
 		// An update that changes the primary key in place (Debezium normally
 		// splits it into delete + create): delete the old key first.
@@ -117,65 +131,66 @@ func (k *Keyer) parent(t *joinstate.Txn, ev *debezium.Event, out func(*Input) er
 			if old, ok := keyOf(k.ojk[:0], ev.Before.Values, s.ParentKey); ok && string(old) != string(k.jk) {
 				k.ojk = old
 				if k.ResolveParents {
-					if err := t.DeleteParentIndex(k.ojk); err != nil {
+					if err := k.deleteIndex(t, row.Parent, k.ojk); err != nil {
 						return err
 					}
 				}
-				k.in = Input{Kind: ParentDelete, Side: config.Parent, JoinKey: k.ojk}
+				k.in = Input{Kind: ParentDelete, Side: row.Parent, JoinKey: k.ojk}
 				if err := out(&k.in); err != nil {
 					return err
 				}
 			}
 		}
-		row := ev.After.Values
+		after := ev.After.Values
 		if k.ResolveParents {
 			var had bool
 			var err error
-			k.orow, had, err = t.ParentIndex(k.jk, k.orow)
+			k.ovals, had, err = k.parentIndex(t, k.jk)
 			if err != nil {
 				return err
 			}
 			var same bool
-			k.row, same = complete(k.row, row, k.orow, had)
+			k.vals, same = complete(k.vals, after, k.ovals, had)
 			if same && ev.Op == debezium.OpUpdate {
 				return nil // an update of unprojected columns only, or a redelivery
 			}
-			k.entry = joinstate.AppendRow(k.entry[:0], k.row)
-			if err := t.SetParentIndex(k.jk, k.entry); err != nil {
+			k.entry = AppendParentIndexEntry(k.entry[:0], k.Partition, k.vals)
+			if err := k.setIndex(t, row.Parent, k.jk, k.entry); err != nil {
 				return err
 			}
-			row = k.row
+			after = k.vals
 		}
-		k.in = Input{Kind: ParentUpsert, Side: config.Parent, JoinKey: k.jk, Row: row}
+		k.in = Input{Kind: ParentUpsert, Side: row.Parent, JoinKey: k.jk, Row: after,
+			Partition: k.Partition, PartitionKnown: k.PartitionInputs}
 		return out(&k.in)
 	case debezium.OpDelete:
 		var ok bool
 		k.jk, ok = pkOf(k.jk[:0], ev, s.ParentKey)
 		if !ok {
-			return &KeyError{config.Parent, ev.Op, "delete without primary key in `before` or the record key"}
+			return &KeyError{row.Parent, ev.Op, "delete without primary key in `before` or the record key"}
 		}
 		if k.ResolveParents {
-			if err := t.DeleteParentIndex(k.jk); err != nil {
+			if err := k.deleteIndex(t, row.Parent, k.jk); err != nil {
 				return err
 			}
 		}
-		k.in = Input{Kind: ParentDelete, Side: config.Parent, JoinKey: k.jk}
+		k.in = Input{Kind: ParentDelete, Side: row.Parent, JoinKey: k.jk}
 		return out(&k.in)
 	}
-	return &KeyError{config.Parent, ev.Op, "unsupported op"}
+	return &KeyError{row.Parent, ev.Op, "unsupported op"}
 }
 
-func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) error) error {
+func (k *Keyer) child(t Index, ev *debezium.Event, out func(*Input) error) error {
 	s := k.spec
 	switch ev.Op {
 	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
 		if !ev.After.Present {
-			return &KeyError{config.Child, ev.Op, "no `after` row"}
+			return &KeyError{row.Child, ev.Op, "no `after` row"}
 		}
 		var ok bool
 		k.ck, ok = keyOf(k.ck[:0], ev.After.Values, s.ChildKey)
 		if !ok {
-			return &KeyError{config.Child, ev.Op, fmt.Sprintf("primary key %v is NULL in `after`", s.Columns(config.Child)[:len(s.ChildKey)])}
+			return &KeyError{row.Child, ev.Op, fmt.Sprintf("primary key %v is NULL in `after`", s.Columns(row.Child)[:len(s.ChildKey)])}
 		}
 		if ev.Op == debezium.OpUpdate && ev.Before.Present {
 			if old, ok := keyOf(k.ock[:0], ev.Before.Values, s.ChildKey); ok && string(old) != string(k.ck) {
@@ -187,16 +202,16 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		}
 		var had bool
 		var err error
-		k.ojk, k.orow, had, err = t.ChildIndex(k.ojk[:0], k.ck, k.orow)
+		had, err = k.childIndex(t, k.ck)
 		if err != nil {
 			return err
 		}
 		// Resolve TOAST placeholders from the indexed row, which is complete
 		// even when this update also moves the child to another join key.
 		var same bool
-		k.row, same = complete(k.row, ev.After.Values, k.orow, had)
+		k.vals, same = complete(k.vals, ev.After.Values, k.ovals, had)
 		var hasKey bool
-		k.jk, hasKey = keyOf(k.jk[:0], k.row, s.ChildFK)
+		k.jk, hasKey = keyOf(k.jk[:0], k.vals, s.ChildFK)
 		// Skip updates that change nothing projected. Creates and snapshot
 		// reads are always passed on: after a truncate, another partition's
 		// index may still hold a stale entry equal to the re-inserted row.
@@ -204,7 +219,7 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 			return nil
 		}
 		if had && len(k.ojk) > 0 && (!hasKey || string(k.ojk) != string(k.jk)) {
-			k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: k.ck}
+			k.in = Input{Kind: ChildDelete, Side: row.Child, JoinKey: k.ojk, ChildKey: k.ck}
 			if err := out(&k.in); err != nil {
 				return err
 			}
@@ -212,52 +227,52 @@ func (k *Keyer) child(t *joinstate.Txn, ev *debezium.Event, out func(*Input) err
 		if !hasKey {
 			// NULL foreign key: the child joins nothing.
 			if had {
-				return t.DeleteChildIndex(k.ck)
+				return k.deleteIndex(t, row.Child, k.ck)
 			}
 			return nil
 		}
-		k.entry = joinstate.AppendIndexEntry(k.entry[:0], k.jk, k.row)
-		if err := t.SetChildIndex(k.ck, k.entry); err != nil {
+		k.entry = AppendIndexEntry(k.entry[:0], k.Partition, k.jk, k.vals)
+		if err := k.setIndex(t, row.Child, k.ck, k.entry); err != nil {
 			return err
 		}
-		k.in = Input{Kind: ChildUpsert, Side: config.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.row,
+		k.in = Input{Kind: ChildUpsert, Side: row.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.vals,
 			Absent: !had || string(k.ojk) != string(k.jk)}
 		return out(&k.in)
 	case debezium.OpDelete:
 		var ok bool
 		k.ck, ok = pkOf(k.ck[:0], ev, s.ChildKey)
 		if !ok {
-			return &KeyError{config.Child, ev.Op, "delete without primary key in `before` or the record key"}
+			return &KeyError{row.Child, ev.Op, "delete without primary key in `before` or the record key"}
 		}
 		return k.childGone(t, k.ck, out)
 	}
-	return &KeyError{config.Child, ev.Op, "unsupported op"}
+	return &KeyError{row.Child, ev.Op, "unsupported op"}
 }
 
 // childGone emits a ChildDelete for ck at its indexed join key, if any, and
 // forgets it.
-func (k *Keyer) childGone(t *joinstate.Txn, ck []byte, out func(*Input) error) error {
+func (k *Keyer) childGone(t Index, ck []byte, out func(*Input) error) error {
 	var had bool
 	var err error
-	k.ojk, k.orow, had, err = t.ChildIndex(k.ojk[:0], ck, k.orow)
+	had, err = k.childIndex(t, ck)
 	if err != nil || !had {
 		return err
 	}
-	if err := t.DeleteChildIndex(ck); err != nil {
+	if err := k.deleteIndex(t, row.Child, ck); err != nil {
 		return err
 	}
-	k.in = Input{Kind: ChildDelete, Side: config.Child, JoinKey: k.ojk, ChildKey: ck}
+	k.in = Input{Kind: ChildDelete, Side: row.Child, JoinKey: k.ojk, ChildKey: ck}
 	return out(&k.in)
 }
 
-// complete copies row into dst[:0], replacing TOAST placeholders with the
+// complete copies vals into dst[:0], replacing TOAST placeholders with the
 // values of old (the last complete row, if had), and reports whether the
 // result equals old.
-func complete(dst, row, old []debezium.Value, had bool) ([]debezium.Value, bool) {
-	dst = append(dst[:0], row...)
+func complete(dst, vals, old []row.Value, had bool) ([]row.Value, bool) {
+	dst = append(dst[:0], vals...)
 	same := had
 	for i, v := range dst {
-		if v.Kind == debezium.KindUnavailable && had {
+		if v.Kind == row.KindUnavailable && had {
 			dst[i] = old[i]
 		}
 		if same && !dst[i].Equal(old[i]) {
@@ -265,4 +280,58 @@ func complete(dst, row, old []debezium.Value, had bool) ([]debezium.Value, bool)
 		}
 	}
 	return dst, same
+}
+
+// childIndex reads ck's index entry into k.ojk (the join key it lives
+// under) and k.ovals (its last row).
+func (k *Keyer) childIndex(t Index, ck []byte) (bool, error) {
+	e, ok, err := t.ChildIndex(ck)
+	if !ok || err != nil {
+		return false, err
+	}
+	var jk []byte
+	if _, jk, k.ovals, err = DecodeIndexEntry(e, k.ovals); err != nil {
+		return false, err
+	}
+	k.ojk = append(k.ojk[:0], jk...)
+	return true, nil
+}
+
+// parentIndex reads pk's last row from the parent index.
+func (k *Keyer) parentIndex(t Index, pk []byte) ([]row.Value, bool, error) {
+	e, ok, err := t.ParentIndex(pk)
+	if !ok || err != nil {
+		return k.ovals, false, err
+	}
+	_, vals, err := DecodeParentIndexEntry(e, k.ovals)
+	return vals, err == nil, err
+}
+
+// setIndex stores side's index entry for key and reports it to Changelog.
+func (k *Keyer) setIndex(t Index, side row.Side, key, entry []byte) error {
+	var err error
+	if side == row.Parent {
+		err = t.SetParentIndex(key, entry)
+	} else {
+		err = t.SetChildIndex(key, entry)
+	}
+	if err == nil && k.Changelog != nil {
+		err = k.Changelog(side, key, entry)
+	}
+	return err
+}
+
+// deleteIndex deletes side's index entry for key and reports it to
+// Changelog.
+func (k *Keyer) deleteIndex(t Index, side row.Side, key []byte) error {
+	var err error
+	if side == row.Parent {
+		err = t.DeleteParentIndex(key)
+	} else {
+		err = t.DeleteChildIndex(key)
+	}
+	if err == nil && k.Changelog != nil {
+		err = k.Changelog(side, key, nil)
+	}
+	return err
 }

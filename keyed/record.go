@@ -1,10 +1,10 @@
 package keyed
 
 import (
+	"encoding/binary"
 	"fmt"
 
-	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Keyed-topic record format (the internal, compacted "<name>.keyed" topic).
@@ -12,7 +12,7 @@ import (
 //	key:   'P' joinKey            parent row
 //	       'C' joinKey childKey   child row
 //	       'T' side               truncate of side ('P' or 'C')
-//	value: 0x01 row (joinstate.AppendRow) for upserts; nil (a tombstone) for
+//	value: 0x01 row (row.AppendRow) for upserts; nil (a tombstone) for
 //	       deletes; 0x01 for truncates.
 //
 // The key is unique per live source row, so log compaction keeps exactly the
@@ -22,7 +22,9 @@ const (
 	recParent   = 'P'
 	recChild    = 'C'
 	recTruncate = 'T'
+	recEpoch    = 'E'
 	valueV1     = 0x01
+	valueLoad   = 0x02
 )
 
 // AppendRecordKey appends in's keyed-topic record key to dst.
@@ -30,7 +32,7 @@ func AppendRecordKey(dst []byte, in *Input) []byte {
 	switch in.Kind {
 	case Truncate:
 		return append(dst, recTruncate, sideByte(in.Side))
-	case ParentUpsert, ParentDelete:
+	case ParentUpsert, ParentDelete, ParentLoad:
 		return append(append(dst, recParent), in.JoinKey...)
 	default:
 		return append(append(append(dst, recChild), in.JoinKey...), in.ChildKey...)
@@ -42,7 +44,13 @@ func AppendRecordKey(dst []byte, in *Input) []byte {
 func AppendRecordValue(dst []byte, in *Input) []byte {
 	switch in.Kind {
 	case ParentUpsert, ChildUpsert:
-		return joinstate.AppendRow(append(dst, valueV1), in.Row)
+		return row.AppendRow(append(dst, valueV1), in.Row)
+	case ParentLoad:
+		dst = binary.AppendUvarint(append(dst, valueLoad), in.Version)
+		return row.AppendRow(binary.AppendUvarint(dst, in.PadVersion), in.Row)
+	case ChildLoad:
+		dst = binary.AppendUvarint(append(dst, valueLoad), in.Version)
+		return row.AppendRow(dst, in.Row)
 	case Truncate:
 		return append(dst, valueV1)
 	}
@@ -55,31 +63,44 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 	if len(key) < 2 {
 		return fmt.Errorf("cdcjoin: keyed record: key too short (%d bytes)", len(key))
 	}
-	if value != nil && (len(value) == 0 || value[0] != valueV1) {
+	if value != nil && (len(value) == 0 || (value[0] != valueV1 && value[0] != valueLoad)) {
 		return fmt.Errorf("cdcjoin: keyed record: unknown value format")
 	}
 	*in = Input{Row: in.Row[:0]}
 	switch key[0] {
+	case recEpoch:
+		if len(key) < 9 {
+			return fmt.Errorf("cdcjoin: keyed record: epoch marker key too short (%d bytes)", len(key))
+		}
+		in.Kind, in.Epoch = EpochMarker, binary.BigEndian.Uint64(key[1:9])
+		return nil
 	case recTruncate:
 		in.Kind = Truncate
 		switch key[1] {
 		case 'P':
-			in.Side = config.Parent
+			in.Side = row.Parent
 		case 'C':
-			in.Side = config.Child
+			in.Side = row.Child
 		default:
 			return fmt.Errorf("cdcjoin: keyed record: bad truncate side %q", key[1])
 		}
 		return nil
 	case recParent:
-		in.Side, in.JoinKey = config.Parent, key[1:]
+		in.Side, in.JoinKey = row.Parent, key[1:]
 		in.Kind = ParentDelete
 		if value != nil {
 			in.Kind = ParentUpsert
 		}
+		if value != nil && value[0] == valueLoad {
+			in.Kind = ParentLoad
+			var err error
+			if value, err = loadVersions(value, &in.Version, &in.PadVersion); err != nil {
+				return err
+			}
+		}
 	case recChild:
-		in.Side = config.Child
-		_, n, err := joinstate.DecodeKey(nil, key[1:], len(s.ParentKey))
+		in.Side = row.Child
+		_, n, err := row.DecodeKey(nil, key[1:], len(s.ParentKey))
 		if err != nil {
 			return fmt.Errorf("cdcjoin: keyed record: %w", err)
 		}
@@ -88,17 +109,24 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 		if value != nil {
 			in.Kind = ChildUpsert
 		}
+		if value != nil && value[0] == valueLoad {
+			in.Kind = ChildLoad
+			var err error
+			if value, err = loadVersions(value, &in.Version, nil); err != nil {
+				return err
+			}
+		}
 	default:
 		return fmt.Errorf("cdcjoin: keyed record: unknown key type %q", key[0])
 	}
 	if value != nil {
 		var err error
-		in.Row, err = joinstate.DecodeRow(in.Row, value[1:])
+		in.Row, err = row.DecodeRow(in.Row, value[1:])
 		if err != nil {
 			return fmt.Errorf("cdcjoin: keyed record: %w", err)
 		}
 		want := len(s.ParentColumns)
-		if in.Side == config.Child {
+		if in.Side == row.Child {
 			want = len(s.ChildColumns)
 		}
 		if len(in.Row) != want {
@@ -107,6 +135,37 @@ func (s *Spec) DecodeRecord(key, value []byte, in *Input) error {
 	}
 	return nil
 }
+
+// loadVersions reads the versions of a load record's value (after its
+// format byte) and returns the value re-framed so that the row follows
+// one format byte (value[1:] is the row).
+func loadVersions(value []byte, version, pad *uint64) ([]byte, error) {
+	b := value[1:]
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, fmt.Errorf("cdcjoin: keyed record: %w: load version", row.ErrCorrupt)
+	}
+	*version, b = v, b[n:]
+	if pad != nil {
+		p, m := binary.Uvarint(b)
+		if m <= 0 {
+			return nil, fmt.Errorf("cdcjoin: keyed record: %w: load pad version", row.ErrCorrupt)
+		}
+		*pad, b = p, b[m:]
+	}
+	return value[len(value)-len(b)-1:], nil
+}
+
+// AppendEpochMarker appends the keyed-topic record key of an epoch marker
+// proposing epoch, written by writer (unique per write: an instance id and
+// a nonce); its value is EpochMarkerValue().
+func AppendEpochMarker(dst []byte, epoch uint64, writer string) []byte {
+	dst = binary.BigEndian.AppendUint64(append(dst, recEpoch), epoch)
+	return append(dst, writer...)
+}
+
+// EpochMarkerValue returns the value of an epoch marker record.
+func EpochMarkerValue() []byte { return []byte{valueV1} }
 
 // Partition returns the keyed-topic partition of a join key: FNV-1a 64 of
 // the encoded key, modulo n. Every input for one join key lands on one
@@ -120,8 +179,8 @@ func Partition(joinKey []byte, n int32) int32 {
 	return int32(h % uint64(n))
 }
 
-func sideByte(s config.Side) byte {
-	if s == config.Parent {
+func sideByte(s row.Side) byte {
+	if s == row.Parent {
 		return 'P'
 	}
 	return 'C'

@@ -34,6 +34,10 @@ type Metrics struct {
 	// StateRebuilt counts keyed records applied while rebuilding a moved
 	// partition's state (nothing emitted).
 	StateRebuilt prometheus.Counter
+	// IndexRestoreRecords counts changelog records read to bring a keying
+	// index up to date, by side and mode (rebuild: from the log start;
+	// catch-up: after the local index's position; reuse: nothing to read).
+	IndexRestoreRecords *prometheus.CounterVec
 	// SinkBatchChanges observes the changes per sink flush.
 	SinkBatchChanges prometheus.Histogram
 	// SinkFlushSeconds observes the sink's Flush latency.
@@ -70,6 +74,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		StateRebuilt: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cdcjoin_state_rebuild_records_total", Help: "Keyed records applied without emitting while rebuilding moved state.",
 		}),
+		IndexRestoreRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_keying_index_restore_records_total", Help: "Index changelog records read to bring a keying index up to date, by side and mode (rebuild, catch-up, reuse).",
+		}, []string{"side", "mode"}),
 		SinkBatchChanges: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "cdcjoin_sink_batch_changes", Help: "Changes per sink flush.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
@@ -90,7 +97,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.Changes,
-			m.FanOut, m.StateRebuilt, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
+			m.FanOut, m.StateRebuilt, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
 			m.DeadLettered, m.OwnedPartitions} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("cdcjoin: metrics: %w", err)

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cdcjoin/cdcjoin/metrics"
 )
 
 func get(t *testing.T, url string) (int, string) {

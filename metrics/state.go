@@ -1,8 +1,9 @@
 package metrics
 
 import (
-	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cdcjoin/cdcjoin/joinstate"
 )
 
 // StoreStats is one state store's figures, labelled by its partition.

@@ -3,11 +3,12 @@ package metrics_test
 import (
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 func TestStateCollector(t *testing.T) {
@@ -15,17 +16,15 @@ func TestStateCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jk := joinstate.AppendKey(nil, []debezium.Value{debezium.Int(1)})
+	jk := row.AppendKey(nil, []row.Value{row.Int(1)})
 	tx := st.Begin()
-	row := []debezium.Value{debezium.String("x")}
-	if err := tx.PutParent(jk, &joinstate.ParentRecord{Version: 1, Row: row}); err != nil {
+	if err := tx.PutParent(jk, []byte("parent row")); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.PutChild(jk, jk, &joinstate.ChildRecord{Version: 2, Row: row}); err != nil {
+	if err := tx.PutChild(jk, jk, []byte("child row")); err != nil {
 		t.Fatal(err)
 	}
-	var p joinstate.ParentRecord
-	if ok, err := tx.Parent(jk, &p); err != nil || !ok {
+	if _, ok, err := tx.Parent(jk); err != nil || !ok {
 		t.Fatalf("Parent: %v %v", ok, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything cdcjoin's tests need on a fresh Debian 12 machine, as
 # root: ClickHouse and PostgreSQL from Debian's packages, Kafka/Connect/
-# Debezium and Flink jars from Maven Central (cached), and the Go modules.
-# Idempotent.
+# Debezium and Flink jars from Maven Central (cached), chdb (a current
+# ClickHouse, from PyPI, in a virtualenv) and the Go modules. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -10,6 +10,7 @@ deploy/local/clickhouse.sh install
 deploy/local/kafka.sh install
 if [ -x deploy/local/postgres.sh ]; then deploy/local/postgres.sh install; fi
 if [ -x deploy/local/connect.sh ]; then deploy/local/connect.sh install; fi
+scripts/chdb.sh install
 # The Flink peer of `cdcjoin bench --peer flink` (bench/peers/flink; bench/smoke.sh
 # tests it): a JDK 17 to compile it, Maven, and Flink's jars in ~/.m2 (~220 MB).
 if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (`make test`): formatting, vet, then every test with the
 # race detector against real ClickHouse, Kafka and PostgreSQL servers started here on
-# 127.0.0.1 (deploy/local/*.sh), then the 30-seed oracle without -race (it is
+# 127.0.0.1 (deploy/local/*.sh) and a current ClickHouse in-process (chdb), then the 30-seed oracle without -race (it is
 # CPU-bound; -race runs 4 seeds of it). Servers are stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +24,9 @@ eval "$(deploy/local/clickhouse.sh up)"
 eval "$(deploy/local/kafka.sh up)"
 eval "$(deploy/local/postgres.sh up)"
 export CDCJOIN_CLICKHOUSE_ADDR CDCJOIN_KAFKA_BROKERS CDCJOIN_POSTGRES_DSN
+# A current ClickHouse in-process (scripts/chdb.sh, installed by make deps).
+CDCJOIN_CHDB_PYTHON="$(scripts/chdb.sh path)"
+export CDCJOIN_CHDB_PYTHON
 # Integration tests must run, not skip: testenv fails them if an address is missing.
 export CI=true
 

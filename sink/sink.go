@@ -1,5 +1,5 @@
 // Package sink defines what every output of the join implements: an ordered
-// stream of keyed.Change values in, acknowledgements (Flush) out.
+// stream of row.Change values in, acknowledgements (Flush) out.
 //
 // The runtime writes changes, calls Flush, and only then commits the input
 // positions that produced them, so a sink never has to survive a replay of
@@ -11,7 +11,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Sink receives join changes in order and acknowledges them once durable.
@@ -19,7 +19,7 @@ type Sink interface {
 	// Write appends changes (copying what it keeps); it may block for
 	// back-pressure. Not safe for concurrent use unless the implementation
 	// says so.
-	Write(ctx context.Context, changes []keyed.Change) error
+	Write(ctx context.Context, changes []row.Change) error
 	// Flush blocks until everything written so far is durable in the
 	// destination (ClickHouse accepted it).
 	Flush(ctx context.Context) error

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // TestFlinkOracle runs the Flink peer on a cdcgen history with the hard
@@ -123,7 +123,7 @@ func writeOracle(t *testing.T, h *cdcgen.History, path string) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = debezium.AppendJSONString(b, names[i])
+			b = row.AppendJSONString(b, names[i])
 			b = append(b, ':')
 			switch {
 			case v == cdcgen.Null:
@@ -131,7 +131,7 @@ func writeOracle(t *testing.T, h *cdcgen.History, path string) {
 			case i == 0 || i == 3:
 				b = append(b, v...)
 			default:
-				b = debezium.AppendJSONString(b, v)
+				b = row.AppendJSONString(b, v)
 			}
 		}
 		b = append(b, "}\n"...)

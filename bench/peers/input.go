@@ -16,6 +16,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Input is a workload converted into one directory of Debezium JSON files
@@ -168,7 +169,7 @@ func appendEnvelope(dst, key, value []byte) (out []byte, filled bool, err error)
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = debezium.AppendJSONString(dst, string(name))
+		dst = row.AppendJSONString(dst, string(name))
 		dst = append(dst, ':')
 		if string(name) == "before" {
 			raw = k

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +12,8 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
 
@@ -48,7 +50,7 @@ schema of each topic are used), else from defaults (Nullable(String)).`)
 		if err != nil {
 			return err
 		}
-		var types []debezium.ColumnType
+		var types []row.ColumnType
 		if *sample != "" {
 			if types, err = sampleTypes(cfg, *sample); err != nil {
 				return err
@@ -81,31 +83,27 @@ func parseServer(s string) (clickhouse.Server, error) {
 
 // sampleTypes decodes records of path until both sides' schemas were seen
 // (or the file ends) and returns the select list's column types.
-func sampleTypes(cfg *config.Config, path string) ([]debezium.ColumnType, error) {
+func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: %w", err)
 	}
 	defer f.Close()
-	spec := keyed.NewSpec(cfg)
-	decs := map[string]*debezium.Decoder{
-		cfg.Parent.Topic: debezium.NewDecoder(spec.ParentColumns, debezium.Options{}),
-		cfg.Child.Topic:  debezium.NewDecoder(spec.ChildColumns, debezium.Options{}),
+	spec, err := job.Spec(cfg)
+	if err != nil {
+		return nil, err
 	}
-	side := map[string]config.Side{cfg.Parent.Topic: config.Parent, cfg.Child.Topic: config.Child}
-	seen := map[config.Side][]debezium.ColumnType{}
+	dec := job.NewDecoder(cfg, spec)
+	var types job.Types
 	var ev debezium.Event
-	errDone := fmt.Errorf("done")
+	errDone := errors.New("done")
 	err = engine.ReadJSONL(f, path, func(r *engine.Record) error {
-		d := decs[r.Topic]
-		if d == nil {
-			return nil
-		}
-		if ok, err := d.Decode(r.Key, r.Value, &ev); err != nil || !ok || ev.Types == nil {
+		side, ok, err := dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &ev)
+		if err != nil || !ok {
 			return nil // a sample: skip what does not help
 		}
-		seen[side[r.Topic]] = append([]debezium.ColumnType(nil), ev.Types...)
-		if len(seen) == 2 {
+		types.Observe(side, &ev)
+		if types.Complete() {
 			return errDone
 		}
 		return nil
@@ -113,11 +111,5 @@ func sampleTypes(cfg *config.Config, path string) ([]debezium.ColumnType, error)
 	if err != nil && err != errDone {
 		return nil, err
 	}
-	out := make([]debezium.ColumnType, len(spec.Out))
-	for i, o := range spec.Out {
-		if ts := seen[o.Side]; o.Index < len(ts) {
-			out[i] = ts[o.Index]
-		}
-	}
-	return out, nil
+	return types.Output(spec), nil
 }

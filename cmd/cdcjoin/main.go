@@ -30,6 +30,7 @@ func commands() []command {
 	return []command{
 		replayCommand(),
 		runCommand(),
+		handoverCommand(),
 		demoCommand(),
 		ddlCommand(),
 		benchCommand(),

@@ -7,13 +7,15 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/engine"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
+	"github.com/cdcjoin/cdcjoin/sink/jsonl"
 )
 
 func replayCommand() command {
@@ -107,56 +109,34 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 			}
 		}
 	}()
-	var emitters []keyed.Emit
-	var flushers []func(context.Context) error
+	// Changes are flushed to their destinations before each state commit;
+	// the sinks close after the engine (closers run last-in first-out, and
+	// the engine's deferred Close below runs first).
+	var sinks sink.Tee
 	if a.changes != "" {
 		w, closeFn, err := outFile(a.changes, stdout)
 		if err != nil {
 			return err
 		}
 		closers = append(closers, closeFn)
-		var buf []byte
-		emitters = append(emitters, func(c *keyed.Change) error {
-			buf = c.AppendJSON(buf[:0], names)
-			buf = append(buf, '\n')
-			_, err := w.Write(buf)
-			return err
-		})
-		flushers = append(flushers, func(context.Context) error { return w.Flush() })
+		sinks = append(sinks, jsonl.New(w, names))
 	}
 	var eng *engine.Engine
 	if a.clickhouse != "" {
-		emit, flush, closeFn, err := clickhouseEmitter(ctx, cfg, a.clickhouse, func() []debezium.ColumnType { return eng.OutputTypes() })
+		chCfg, err := cfg.WithClickHouse(a.clickhouse)
 		if err != nil {
 			return err
 		}
-		closers = append(closers, closeFn)
-		emitters = append(emitters, emit)
-		flushers = append(flushers, flush)
+		ch := clickhouse.NewLazy(chCfg, func() []row.ColumnType { return eng.OutputTypes() })
+		closers = append(closers, ch.Close)
+		sinks = append(sinks, ch)
 	}
-	switch len(emitters) {
+	switch len(sinks) {
 	case 0:
 	case 1:
-		opts.Emit = emitters[0]
+		opts.Sink = sinks[0]
 	default:
-		opts.Emit = func(c *keyed.Change) error {
-			for _, e := range emitters {
-				if err := e(c); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-	if len(flushers) > 0 {
-		opts.Flush = func(ctx context.Context) error {
-			for _, f := range flushers {
-				if err := f(ctx); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
+		opts.Sink = sinks
 	}
 	if cfg.Errors.Policy == config.PolicyDLQ {
 		if a.bad == "" {
@@ -167,12 +147,7 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 			return err
 		}
 		closers = append(closers, closeFn)
-		var buf []byte
-		opts.OnBad = func(_ context.Context, b engine.BadRecord) error {
-			buf = appendBadRecord(buf[:0], b)
-			_, err := w.Write(buf)
-			return err
-		}
+		opts.DeadLetters = deadletter.NewJSONL(w)
 	}
 
 	var in io.Reader = os.Stdin
@@ -188,9 +163,6 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 	if err != nil {
 		return err
 	}
-	// Changes are flushed to their destinations before each state commit; the
-	// sinks close after the engine (closers run last-in first-out, and the
-	// engine's deferred Close below runs first).
 	defer func() {
 		if err := eng.Close(); err != nil && retErr == nil {
 			retErr = err
@@ -241,8 +213,8 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 			return err
 		}
 		var buf []byte
-		err = eng.Final(func(_, _ []debezium.Value, vals []debezium.Value) error {
-			buf = keyed.AppendJSONObject(buf[:0], names, vals)
+		err = eng.Final(func(_, _ []row.Value, vals []row.Value) error {
+			buf = row.AppendJSONObject(buf[:0], names, vals)
 			buf = append(buf, '\n')
 			_, err := w.Write(buf)
 			return err
@@ -268,21 +240,4 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, fmt.Errorf("cdcjoin: cpu profile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-func appendBadRecord(dst []byte, b engine.BadRecord) []byte {
-	r := b.Record
-	dst = append(dst, `{"topic":`...)
-	dst = debezium.AppendJSONString(dst, r.Topic)
-	dst = append(dst, `,"partition":`...)
-	dst = strconv.AppendInt(dst, int64(r.Partition), 10)
-	dst = append(dst, `,"offset":`...)
-	dst = strconv.AppendInt(dst, r.Offset, 10)
-	dst = append(dst, `,"error":`...)
-	dst = debezium.AppendJSONString(dst, b.Err.Error())
-	dst = append(dst, `,"key":`...)
-	dst = debezium.AppendJSONString(dst, string(r.Key))
-	dst = append(dst, `,"value":`...)
-	dst = debezium.AppendJSONString(dst, string(r.Value))
-	return append(dst, "}\n"...)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,8 +10,8 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
 	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/cdcjoin/cdcjoin/runtime"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 	"github.com/cdcjoin/cdcjoin/sink/jsonl"
@@ -36,8 +37,7 @@ in-flight batches are finished and committed before exit. Metrics, /healthz
 and /readyz are served on kafka.metrics_addr.`)
 		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required)")
 		output := fs.String("output", "-", "JSON-lines output `file` when the config has no clickhouse section (- is stdout)")
-		logFormat := fs.String("log-format", "text", "log format: text or json (logs go to stderr)")
-		logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+		logger := logFlags(fs, stderr)
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ and /readyz are served on kafka.metrics_addr.`)
 			fs.Usage()
 			return fmt.Errorf("cdcjoin run: --config is required: %w", errUsage)
 		}
-		log, err := newLogger(stderr, *logFormat, *logLevel)
+		log, err := logger()
 		if err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ and /readyz are served on kafka.metrics_addr.`)
 			// Type the table from the Debezium schemas, when the topics have
 			// schema'd records (best effort: without them, from the values).
 			sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			types, err := runtime.SampleTypes(sctx, cfg, 10000)
+			types, err := kafkarun.SampleTypes(sctx, cfg, 10000)
 			cancel()
 			if err != nil {
 				log.Warn("could not sample column types from the source topics; the table (if created) is typed from values", "err", err)
@@ -82,7 +82,7 @@ and /readyz are served on kafka.metrics_addr.`)
 		}
 		defer s.Close()
 		log.Info("cdcjoin starting", "version", version, "config", *cfgPath, "brokers", strings.Join(cfg.Kafka.Brokers, ","))
-		err = runtime.Run(ctx, cfg, runtime.Options{Sink: s, Logger: log, Ready: &metrics.Readiness{}})
+		err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log, Ready: &metrics.Readiness{}})
 		if err != nil {
 			return err
 		}
@@ -90,6 +90,14 @@ and /readyz are served on kafka.metrics_addr.`)
 		return nil
 	}
 	return c
+}
+
+// logFlags adds --log-format and --log-level to fs and returns the function
+// that makes the logger they describe (call it after parsing).
+func logFlags(fs *flag.FlagSet, w io.Writer) func() (*slog.Logger, error) {
+	format := fs.String("log-format", "text", "log format: text or json (logs go to stderr)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	return func() (*slog.Logger, error) { return newLogger(w, *format, *level) }
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -17,6 +17,7 @@ const (
 	KafkaEnv      = "CDCJOIN_KAFKA_BROKERS"   // comma-separated bootstrap brokers of a real Kafka
 	PostgresEnv   = "CDCJOIN_POSTGRES_DSN"    // postgres://… of a PostgreSQL with wal_level=logical
 	ConnectEnv    = "CDCJOIN_CONNECT_URL"     // http://host:port of Kafka Connect's REST API
+	ChdbEnv       = "CDCJOIN_CHDB_PYTHON"     // a python3 that imports chdb (a current ClickHouse, in-process)
 )
 
 // Require returns the value of the environment variable env, skipping the

@@ -20,9 +20,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 const testDB = "cdcjoin_test"
@@ -56,14 +55,14 @@ clickhouse:
 }
 
 // testTypes are the Debezium types of testConfig's select list.
-func testTypes() []debezium.ColumnType {
-	return []debezium.ColumnType{
-		{Kind: debezium.KindInt, Connect: "int64"},
-		{Kind: debezium.KindString, Connect: "string", Optional: true},
-		{Kind: debezium.KindInt, Connect: "int32"},
-		{Kind: debezium.KindString, Connect: "string"},
-		{Kind: debezium.KindDecimal, Connect: "bytes", Logical: "org.apache.kafka.connect.data.Decimal", Scale: 2, Precision: 10, Optional: true},
-		{Kind: debezium.KindTimestamp, Connect: "int64", Logical: "io.debezium.time.MicroTimestamp", Optional: true},
+func testTypes() []row.ColumnType {
+	return []row.ColumnType{
+		{Kind: row.KindInt, Connect: "int64"},
+		{Kind: row.KindString, Connect: "string", Optional: true},
+		{Kind: row.KindInt, Connect: "int32"},
+		{Kind: row.KindString, Connect: "string"},
+		{Kind: row.KindDecimal, Connect: "bytes", Logical: "org.apache.kafka.connect.data.Decimal", Scale: 2, Precision: 10, Optional: true},
+		{Kind: row.KindTimestamp, Connect: "int64", Logical: "io.debezium.time.MicroTimestamp", Optional: true},
 	}
 }
 
@@ -84,12 +83,12 @@ type model struct {
 }
 
 type mrow struct {
-	pk, ck []debezium.Value
-	vals   []debezium.Value
+	pk, ck []row.Value
+	vals   []row.Value
 	ver    uint64
 }
 
-func keyText(k []debezium.Value) string {
+func keyText(k []row.Value) string {
 	if k == nil {
 		return ""
 	}
@@ -99,55 +98,55 @@ func keyText(k []debezium.Value) string {
 // gen makes n random changes: upserts of new rows, updates (Prev filled),
 // retractions, over a small key space so that rows are hit repeatedly;
 // LEFT joins also produce padded rows (nil child key).
-func (m *model) gen(r *rand.Rand, n int, left bool) []keyed.Change {
-	out := make([]keyed.Change, 0, n)
+func (m *model) gen(r *rand.Rand, n int, left bool) []row.Change {
+	out := make([]row.Change, 0, n)
 	for len(out) < n {
 		p := int64(r.IntN(20))
-		var ck []debezium.Value
+		var ck []row.Value
 		if !left || r.IntN(5) != 0 {
-			ck = []debezium.Value{debezium.Int(int64(r.IntN(15)))}
+			ck = []row.Value{row.Int(int64(r.IntN(15)))}
 		}
-		pk := []debezium.Value{debezium.Int(p)}
+		pk := []row.Value{row.Int(p)}
 		k := rowKey{keyText(pk), keyText(ck)}
 		m.version++
 		old, live := m.rows[k]
 		vals := m.values(r, p, ck)
 		switch {
 		case live && r.IntN(3) == 0:
-			out = append(out, keyed.Change{Op: keyed.Retract, Version: m.version, ParentKey: pk, ChildKey: ck, Values: old.vals, PrevVersion: old.ver})
+			out = append(out, row.Change{Op: row.Retract, Version: m.version, ParentKey: pk, ChildKey: ck, Values: old.vals, PrevVersion: old.ver})
 			delete(m.rows, k)
 		case live:
-			out = append(out, keyed.Change{Op: keyed.Upsert, Version: m.version, ParentKey: pk, ChildKey: ck, Values: vals, Prev: old.vals, PrevVersion: old.ver})
+			out = append(out, row.Change{Op: row.Upsert, Version: m.version, ParentKey: pk, ChildKey: ck, Values: vals, Prev: old.vals, PrevVersion: old.ver})
 			m.rows[k] = mrow{pk, ck, vals, m.version}
 		default:
-			out = append(out, keyed.Change{Op: keyed.Upsert, Version: m.version, ParentKey: pk, ChildKey: ck, Values: vals})
+			out = append(out, row.Change{Op: row.Upsert, Version: m.version, ParentKey: pk, ChildKey: ck, Values: vals})
 			m.rows[k] = mrow{pk, ck, vals, m.version}
 		}
 	}
 	return out
 }
 
-func (m *model) values(r *rand.Rand, p int64, ck []debezium.Value) []debezium.Value {
-	name := debezium.String("user" + strconv.FormatInt(p, 10) + "_" + strconv.Itoa(r.IntN(100)))
+func (m *model) values(r *rand.Rand, p int64, ck []row.Value) []row.Value {
+	name := row.String("user" + strconv.FormatInt(p, 10) + "_" + strconv.Itoa(r.IntN(100)))
 	if r.IntN(7) == 0 {
-		name = debezium.Null()
+		name = row.Null()
 	}
 	if ck == nil {
-		return []debezium.Value{debezium.Int(p), name, debezium.Null(), debezium.Null(), debezium.Null(), debezium.Null()}
+		return []row.Value{row.Int(p), name, row.Null(), row.Null(), row.Null(), row.Null()}
 	}
-	amount := debezium.Decimal(fmt.Sprintf("%d.%02d", r.IntN(100000)-50000, r.IntN(100)))
+	amount := row.Decimal(fmt.Sprintf("%d.%02d", r.IntN(100000)-50000, r.IntN(100)))
 	if strings.HasPrefix(amount.Str, "-0.") {
 		amount.Str = amount.Str[1:]
 	}
 	if r.IntN(6) == 0 {
-		amount = debezium.Null()
+		amount = row.Null()
 	}
-	created := debezium.Timestamp(1700000000000000 + int64(r.IntN(1<<30)))
+	created := row.Timestamp(1700000000000000 + int64(r.IntN(1<<30)))
 	if r.IntN(6) == 0 {
-		created = debezium.Null()
+		created = row.Null()
 	}
 	dom := []string{"", "a.com", "b'q.org", `back\slash.net`, "x"}[r.IntN(5)] + strconv.Itoa(r.IntN(9))
-	return []debezium.Value{debezium.Int(p), name, ck[0], debezium.String(dom), amount, created}
+	return []row.Value{row.Int(p), name, ck[0], row.String(dom), amount, created}
 }
 
 // expected renders the model's live rows like selectSQL does.
@@ -159,7 +158,7 @@ func (m *model) expected(srv Server) []string {
 			switch {
 			case v.IsNull():
 				cells[i] = "NULL"
-			case v.Kind == debezium.KindTimestamp:
+			case v.Kind == row.KindTimestamp:
 				cells[i] = strconv.FormatInt(v.Int, 10)
 			default:
 				cells[i] = v.Text()
@@ -257,7 +256,7 @@ func seed(t testing.TB) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
-func openSink(t testing.TB, cfg *config.Config, types []debezium.ColumnType) *Sink {
+func openSink(t testing.TB, cfg *config.Config, types []row.ColumnType) *Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -269,7 +268,7 @@ func openSink(t testing.TB, cfg *config.Config, types []debezium.ColumnType) *Si
 	return s
 }
 
-func writeAll(t testing.TB, s *Sink, r *rand.Rand, changes []keyed.Change) {
+func writeAll(t testing.TB, s *Sink, r *rand.Rand, changes []row.Change) {
 	t.Helper()
 	ctx := context.Background()
 	for len(changes) > 0 {
@@ -308,7 +307,7 @@ func TestOracle(t *testing.T) {
 					cfg := testConfig(t, addr, mode, join, extra)
 					s := openSink(t, cfg, types)
 					m := &model{rows: map[rowKey]mrow{}}
-					var all []keyed.Change
+					var all []row.Change
 					for range 5 {
 						cs := m.gen(r, 400, join == "left")
 						all = append(all, cs...)
@@ -472,15 +471,15 @@ func TestServerRestart(t *testing.T) {
 func BenchmarkInsertChangelog1M(b *testing.B) {
 	addr := testenv.Require(b, testenv.ClickHouseEnv, "ClickHouse")
 	const n = 1_000_000
-	changes := make([]keyed.Change, n)
+	changes := make([]row.Change, n)
 	for i := range changes {
 		p := int64(i / 10)
-		changes[i] = keyed.Change{
-			Op: keyed.Upsert, Version: uint64(i + 1),
-			ParentKey: []debezium.Value{debezium.Int(p)},
-			ChildKey:  []debezium.Value{debezium.Int(int64(i))},
-			Values: []debezium.Value{debezium.Int(p), debezium.String("user" + strconv.FormatInt(p, 10)), debezium.Int(int64(i)),
-				debezium.String("d" + strconv.Itoa(i) + ".example.com"), debezium.Decimal(strconv.Itoa(i%10000) + ".25"), debezium.Timestamp(1700000000000000 + int64(i))},
+		changes[i] = row.Change{
+			Op: row.Upsert, Version: uint64(i + 1),
+			ParentKey: []row.Value{row.Int(p)},
+			ChildKey:  []row.Value{row.Int(int64(i))},
+			Values: []row.Value{row.Int(p), row.String("user" + strconv.FormatInt(p, 10)), row.Int(int64(i)),
+				row.String("d" + strconv.Itoa(i) + ".example.com"), row.Decimal(strconv.Itoa(i%10000) + ".25"), row.Timestamp(1700000000000000 + int64(i))},
 		}
 	}
 	var total time.Duration

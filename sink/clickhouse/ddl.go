@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Server is the ClickHouse server version the DDL and the inserts are
@@ -27,6 +27,15 @@ func (s Server) String() string { return strconv.Itoa(s.Major) + "." + strconv.I
 // HasDateTime64 reports DateTime64 support (20.1+). Older servers store
 // timestamps as Int64 microseconds since the Unix epoch (UTC).
 func (s Server) HasDateTime64() bool { return s.atLeast(20, 1) }
+
+// HasDate32 reports Date32 support (21.9+: 1900-01-01 to 2299-12-31). Older
+// servers store dates as Int32 days since 1970-01-01: their Date holds no
+// date before 1970.
+func (s Server) HasDate32() bool { return s.atLeast(21, 9) }
+
+// HasBool reports the Bool type (21.12+). Older servers store booleans as
+// UInt8 (0, 1).
+func (s Server) HasBool() bool { return s.atLeast(21, 12) }
 
 // HasIsDeleted reports ReplacingMergeTree(ver, is_deleted) support (23.2+).
 func (s Server) HasIsDeleted() bool { return s.atLeast(23, 2) }
@@ -49,20 +58,26 @@ const (
 
 // ColumnTypes returns the ClickHouse type of each select output column:
 // cfg.ClickHouse.Columns overrides, else the type from types[i] (the
-// Debezium schema of the column's source; nil or a zero entry when unknown),
-// else inferred from sample (a row of values, e.g. the first change's; may
-// be nil), else Nullable(String).
+// Debezium schema of the column's source, or its declared type; nil or a
+// zero entry when unknown), else the column's type declared in the
+// configuration, else inferred from sample (a row of values, e.g. the first
+// change's; may be nil), else Nullable(String).
 //
-// Mapping: int8..int64 → Int8..Int64; float32/64 → Float32/64; boolean →
-// UInt8; string → String (io.debezium.data.Uuid → UUID); bytes → String;
-// Decimal(p, s) → Decimal(p, s), p = 38 when the schema does not state it,
-// String when the scale is variable or p > 38; Date → Date; timestamps →
-// DateTime64(6, 'UTC') on 20.1+ and Int64 microseconds since the epoch on
-// older servers; time of day → Int64 microseconds since midnight. Optional
-// columns, and every child column of a LEFT join (padded rows), are
-// Nullable. Types inferred from values (schemaless input) are all Nullable.
-func ColumnTypes(cfg *config.Config, types []debezium.ColumnType, sample []debezium.Value, srv Server) []string {
+// Mapping (servers without a type get the fallback after "/"): int8..int64
+// → Int8..Int64; float32/64 → Float32/64; boolean → Bool / UInt8; string →
+// String (io.debezium.data.Uuid → UUID); bytes → String; Decimal(p, s) →
+// Decimal(p, s), p = 38 when the schema does not state it, String when the
+// scale is variable or p > 38; Date → Date32 / Int32 days since 1970-01-01;
+// timestamps → DateTime64(6, 'UTC') / Int64 microseconds since the epoch;
+// time of day → Int64 microseconds since midnight; arrays →
+// Array(Nullable(T)) with T mapped like a column (String for arrays of
+// arrays). Optional columns, and every child column of a LEFT join (padded
+// rows), are Nullable, except arrays (ClickHouse has no Nullable arrays: a
+// NULL array is stored empty). Types inferred from values (schemaless input
+// without declared types) are all Nullable.
+func ColumnTypes(cfg *config.Config, types []row.ColumnType, sample []row.Value, srv Server) []string {
 	out := make([]string, len(cfg.Select))
+	declared := cfg.DeclaredOutputTypes()
 	for i, s := range cfg.Select {
 		if cfg.ClickHouse != nil {
 			if t, ok := cfg.ClickHouse.Columns[s.Name]; ok {
@@ -70,26 +85,51 @@ func ColumnTypes(cfg *config.Config, types []debezium.ColumnType, sample []debez
 				continue
 			}
 		}
-		forceNull := cfg.Join == config.Left && s.Side == config.Child
+		forceNull := cfg.Join == config.Left && s.Side == row.Child
+		var ct row.ColumnType
 		switch {
-		case i < len(types) && (types[i].Connect != "" || types[i].Kind != debezium.KindNull):
-			t := typeFor(types[i], srv)
-			if types[i].Optional || forceNull {
-				t = "Nullable(" + t + ")"
-			}
-			out[i] = t
-		case i < len(sample) && sample[i].Kind != debezium.KindNull:
-			out[i] = "Nullable(" + typeFor(debezium.ColumnType{Kind: sample[i].Kind, Scale: -1}, srv) + ")"
+		case i < len(types) && types[i].Known():
+			ct = types[i]
+		case declared[i].Known():
+			ct = declared[i]
+		case i < len(sample) && sample[i].Kind != row.KindNull:
+			ct = inferType(sample[i])
+			ct.Optional = true
 		default:
 			out[i] = "Nullable(String)"
+			continue
 		}
+		t := typeFor(ct, srv)
+		if (ct.Optional || forceNull) && !strings.HasPrefix(t, "Array(") {
+			t = "Nullable(" + t + ")"
+		}
+		out[i] = t
 	}
 	return out
 }
 
-func typeFor(ct debezium.ColumnType, srv Server) string {
+// inferType is the type of a value of a column without schema or declared
+// type: its kind (decimals of variable scale; arrays typed by their first
+// non-NULL element).
+func inferType(v row.Value) row.ColumnType {
+	ct := row.ColumnType{Kind: v.Kind, Scale: -1}
+	if v.Kind == row.KindArray {
+		elems, _ := v.Elems(nil)
+		e := row.ColumnType{Kind: row.KindString, Scale: -1}
+		for _, x := range elems {
+			if x.Kind != row.KindNull {
+				e = inferType(x)
+				break
+			}
+		}
+		ct.Elem = &e
+	}
+	return ct
+}
+
+func typeFor(ct row.ColumnType, srv Server) string {
 	switch ct.Kind {
-	case debezium.KindInt:
+	case row.KindInt:
 		switch ct.Connect {
 		case "int8":
 			return "Int8"
@@ -99,19 +139,22 @@ func typeFor(ct debezium.ColumnType, srv Server) string {
 			return "Int32"
 		}
 		return "Int64"
-	case debezium.KindFloat:
+	case row.KindFloat:
 		if ct.Connect == "float32" {
 			return "Float32"
 		}
 		return "Float64"
-	case debezium.KindBool:
+	case row.KindBool:
+		if srv.HasBool() {
+			return "Bool"
+		}
 		return "UInt8"
-	case debezium.KindString:
+	case row.KindString:
 		if ct.Logical == "io.debezium.data.Uuid" {
 			return "UUID"
 		}
 		return "String"
-	case debezium.KindDecimal:
+	case row.KindDecimal:
 		p := ct.Precision
 		if p == 0 {
 			p = 38
@@ -120,15 +163,23 @@ func typeFor(ct debezium.ColumnType, srv Server) string {
 			return "String"
 		}
 		return fmt.Sprintf("Decimal(%d, %d)", p, ct.Scale)
-	case debezium.KindDate:
-		return "Date"
-	case debezium.KindTimestamp:
+	case row.KindDate:
+		if srv.HasDate32() {
+			return "Date32"
+		}
+		return "Int32"
+	case row.KindTimestamp:
 		if srv.HasDateTime64() {
 			return "DateTime64(6, 'UTC')"
 		}
 		return "Int64"
-	case debezium.KindTime:
+	case row.KindTime:
 		return "Int64"
+	case row.KindArray:
+		if ct.Elem == nil || ct.Elem.Kind == row.KindArray {
+			return "String"
+		}
+		return "Array(Nullable(" + typeFor(*ct.Elem, srv) + "))"
 	}
 	return "String"
 }
@@ -149,7 +200,7 @@ func ViewName(ch *config.ClickHouse) string { return ch.Table + "_current" }
 // upsert mode) the <table>_current view for cfg, with column types from
 // ColumnTypes(cfg, types, nil, srv). The statements use IF NOT EXISTS; run
 // them in order. cfg.ClickHouse must be set.
-func DDL(cfg *config.Config, types []debezium.ColumnType, srv Server) ([]string, error) {
+func DDL(cfg *config.Config, types []row.ColumnType, srv Server) ([]string, error) {
 	if cfg.ClickHouse == nil {
 		return nil, fmt.Errorf("cdcjoin: clickhouse: the configuration has no clickhouse section")
 	}

@@ -1,5 +1,5 @@
 // Package clickhouse is the ClickHouse sink: it writes the join's changes
-// (keyed.Change) into one table over the native protocol (clickhouse-go/v2).
+// (row.Change) into one table over the native protocol (clickhouse-go/v2).
 //
 // # Table
 //
@@ -9,7 +9,7 @@
 //     appendKey): values separated by ',', strings quoted. _ck is ” for a LEFT
 //     join's padded row; a real child key never encodes to ” (an empty-string
 //     key is ”). ORDER BY (_pk, _ck) therefore works whatever is selected.
-//   - _version UInt64: keyed.Change.Version.
+//   - _version UInt64: row.Change.Version.
 //   - upsert mode: _deleted UInt8; ENGINE ReplacingMergeTree(_version), or
 //     ReplacingMergeTree(_version, _deleted) on 23.2+; and a view
 //     <table>_current = SELECT <select list> FROM <table> FINAL WHERE
@@ -21,9 +21,12 @@
 //     new row is (+1, Values, Version). sum(_sign) gives correct aggregates
 //     without FINAL.
 //
-// Column types come from the Debezium schema (ColumnTypes), per-column
-// overrides in the configuration, or, for schemaless input, the first
-// values seen. An existing table is checked, not altered: a missing column,
+// Column types come from the Debezium schema or the types declared in the
+// configuration (ColumnTypes), per-column overrides in the configuration,
+// or, for schemaless input without declarations, the first values seen.
+// Values are converted exactly or refused: a value a column cannot hold (a
+// date outside Date's range, more digits than a Decimal's, …) is an error,
+// never a wrapped or rounded value. An existing table is checked, not altered: a missing column,
 // another engine or sorting key, or a column type the sink cannot write is a
 // fatal error listing every difference. Types of an existing table win (a DBA
 // may widen them); values are converted to them.
@@ -71,8 +74,10 @@
 // Tested on Debian 12's clickhouse-server 18.16.1. Every INSERT names its
 // columns (18.16 otherwise reports zero columns). Feature detection by
 // server version: DateTime64(6, 'UTC') for timestamps on 20.1+ (Int64
-// microseconds since the epoch before), ReplacingMergeTree(ver, is_deleted)
-// on 23.2+, deduplication tokens on 22.2+. Known 18.16 defect: GROUP BY on a
+// microseconds since the epoch before), Date32 for dates on 21.9+ (Int32
+// days since the epoch before), Bool on 21.12+ (UInt8 before),
+// ReplacingMergeTree(ver, is_deleted) on 23.2+, deduplication tokens on
+// 22.2+. Arrays are Array(Nullable(T)) everywhere. Known 18.16 defect: GROUP BY on a
 // Nullable(Decimal(38, s)) column crashes the server (SIGSEGV in
 // ColumnDecimal<Decimal128>::deserializeAndInsertFromArena); group by
 // toString(col) or use a Decimal precision ≤ 18 override there.

@@ -3,7 +3,7 @@ package clickhouse
 import (
 	"strconv"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // appendKey appends the text encoding of a key tuple, used for the hidden
@@ -14,25 +14,25 @@ import (
 // tuple, never contains a NUL byte, and is never empty for a non-empty tuple,
 // so the LEFT join's padded row (_ck = ”) cannot collide with a real child
 // key, not even one whose only value is the empty string (encoded as ”).
-func appendKey(dst []byte, key []debezium.Value) []byte {
+func appendKey(dst []byte, key []row.Value) []byte {
 	for i, v := range key {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		switch v.Kind {
-		case debezium.KindNull:
+		case row.KindNull:
 			dst = append(dst, "NULL"...)
-		case debezium.KindInt:
+		case row.KindInt:
 			dst = strconv.AppendInt(dst, v.Int, 10)
-		case debezium.KindBool:
+		case row.KindBool:
 			if v.Int != 0 {
 				dst = append(dst, "true"...)
 			} else {
 				dst = append(dst, "false"...)
 			}
-		case debezium.KindString:
+		case row.KindString:
 			dst = appendQuoted(dst, v.Str)
-		case debezium.KindUnavailable:
+		case row.KindUnavailable:
 			dst = append(dst, "UNAVAILABLE"...)
 		default:
 			dst = append(dst, keyTag(v.Kind)...)
@@ -42,19 +42,19 @@ func appendKey(dst []byte, key []debezium.Value) []byte {
 	return dst
 }
 
-func keyTag(k debezium.Kind) string {
+func keyTag(k row.Kind) string {
 	switch k {
-	case debezium.KindDecimal:
+	case row.KindDecimal:
 		return "d"
-	case debezium.KindDate:
+	case row.KindDate:
 		return "date"
-	case debezium.KindTimestamp:
+	case row.KindTimestamp:
 		return "ts"
-	case debezium.KindTime:
+	case row.KindTime:
 		return "t"
-	case debezium.KindFloat:
+	case row.KindFloat:
 		return "f"
-	case debezium.KindBytes:
+	case row.KindBytes:
 		return "b"
 	}
 	return "k" + strconv.Itoa(int(k))

@@ -21,8 +21,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
 
@@ -38,13 +37,13 @@ type Options struct {
 	// order (nil, or zero entries, when unknown). When the table does not
 	// exist and no type is known, the table is created at the first Write
 	// with types inferred from its values (see ColumnTypes).
-	Types []debezium.ColumnType
+	Types []row.ColumnType
 	// Recreate drops the table and its view first (destroys their data:
 	// for demos and tests whose versions start over).
 	Recreate bool
 }
 
-// Sink writes keyed.Change values into a ClickHouse table. See the package
+// Sink writes row.Change values into a ClickHouse table. See the package
 // documentation for the table layout and the guarantees.
 //
 // Write and Flush must not be called concurrently with each other; Stats and
@@ -134,7 +133,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 	if err == nil && opts.Recreate {
 		err = s.drop(ctx)
 	}
-	if err == nil && (knownTypes(opts.Types) || s.tableExists(ctx)) {
+	if err == nil && (knownTypes(opts.Types) || knownTypes(cfg.DeclaredOutputTypes()) || s.tableExists(ctx)) {
 		err = s.setup(ctx, nil)
 	}
 	if err != nil {
@@ -167,9 +166,9 @@ func (s *Sink) drop(ctx context.Context) error {
 // Server returns the detected server version.
 func (s *Sink) Server() Server { return s.srv }
 
-func knownTypes(ts []debezium.ColumnType) bool {
+func knownTypes(ts []row.ColumnType) bool {
 	for _, t := range ts {
-		if t.Connect != "" || t.Kind != debezium.KindNull {
+		if t.Known() {
 			return true
 		}
 	}
@@ -277,7 +276,7 @@ func (s *Sink) tableExists(ctx context.Context) bool {
 // setup creates the table when absent (and allowed), checks it, and fixes
 // the column types and the INSERT statement. sample is a row of values used
 // to infer types when none are known (may be nil).
-func (s *Sink) setup(ctx context.Context, sample []debezium.Value) error {
+func (s *Sink) setup(ctx context.Context, sample []row.Value) error {
 	ti, err := s.describe(ctx)
 	if err != nil {
 		return err
@@ -391,7 +390,7 @@ func (s *Sink) check(ti *tableInfo) ([]colType, error) {
 // slices are not retained. A value that cannot be stored in its column (type
 // mismatch, NULL in a non-Nullable column) is a fatal error: the sink stops
 // and every later call returns it.
-func (s *Sink) Write(ctx context.Context, changes []keyed.Change) error {
+func (s *Sink) Write(ctx context.Context, changes []row.Change) error {
 	if err := s.failed(); err != nil {
 		return err
 	}
@@ -429,11 +428,11 @@ func (s *Sink) Write(ctx context.Context, changes []keyed.Change) error {
 }
 
 // sampleRow returns, per column, the first non-NULL value among changes.
-func sampleRow(changes []keyed.Change, n int) []debezium.Value {
-	out := make([]debezium.Value, n)
+func sampleRow(changes []row.Change, n int) []row.Value {
+	out := make([]row.Value, n)
 	for _, c := range changes {
 		for i := 0; i < n && i < len(c.Values); i++ {
-			if out[i].Kind == debezium.KindNull && c.Values[i].Kind != debezium.KindUnavailable {
+			if out[i].Kind == row.KindNull && c.Values[i].Kind != row.KindUnavailable {
 				out[i] = c.Values[i]
 			}
 		}
@@ -695,11 +694,11 @@ func (b *batch) reset() {
 }
 
 // add appends the rows for change c.
-func (b *batch) add(s *Sink, c *keyed.Change) error {
+func (b *batch) add(s *Sink, c *row.Change) error {
 	if len(c.Values) != len(b.cols) || (c.Prev != nil && len(c.Prev) != len(b.cols)) {
 		return fmt.Errorf("cdcjoin: clickhouse: change has %d values (prev %d), the select list has %d columns", len(c.Values), len(c.Prev), len(b.cols))
 	}
-	if c.Op != keyed.Upsert && c.Op != keyed.Retract {
+	if c.Op != row.Upsert && c.Op != row.Retract {
 		return fmt.Errorf("cdcjoin: clickhouse: change with invalid op %d", c.Op)
 	}
 	if b.rows == 0 {
@@ -714,7 +713,7 @@ func (b *batch) add(s *Sink, c *keyed.Change) error {
 	}
 	if b.index != nil { // upsert mode
 		var del uint8
-		if c.Op == keyed.Retract {
+		if c.Op == row.Retract {
 			del = 1
 		}
 		row := b.rows
@@ -738,7 +737,7 @@ func (b *batch) add(s *Sink, c *keyed.Change) error {
 		return nil
 	}
 	switch {
-	case c.Op == keyed.Retract:
+	case c.Op == row.Retract:
 		return b.appendSigned(s, c.Values, pk, ck, -1, c.PrevVersion)
 	case c.Prev != nil:
 		if err := b.appendSigned(s, c.Prev, pk, ck, -1, c.PrevVersion); err != nil {
@@ -748,7 +747,7 @@ func (b *batch) add(s *Sink, c *keyed.Change) error {
 	return b.appendSigned(s, c.Values, pk, ck, 1, c.Version)
 }
 
-func (b *batch) appendSigned(s *Sink, vals []debezium.Value, pk, ck string, sign int8, ver uint64) error {
+func (b *batch) appendSigned(s *Sink, vals []row.Value, pk, ck string, sign int8, ver uint64) error {
 	if err := b.putValues(s, b.rows, vals, pk, ck); err != nil {
 		return err
 	}
@@ -779,7 +778,7 @@ func (b *batch) appendSigned(s *Sink, vals []debezium.Value, pk, ck string, sign
 
 // putValues stores vals at row (row == b.rows appends; the caller then
 // appends the hidden columns).
-func (b *batch) putValues(s *Sink, row int, vals []debezium.Value, pk, ck string) error {
+func (b *batch) putValues(s *Sink, row int, vals []row.Value, pk, ck string) error {
 	for i := range vals {
 		if err := b.cols[i].put(row, vals[i]); err != nil {
 			return fmt.Errorf("cdcjoin: clickhouse: column %s (%s), row key (%s | %s): %w", s.names[i], s.types[i].name, pk, ck, err)

@@ -12,29 +12,29 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 func TestKeyEncodingInjective(t *testing.T) {
-	keys := [][]debezium.Value{
+	keys := [][]row.Value{
 		nil,
-		{debezium.String("")},
-		{debezium.String("a"), debezium.String("b")},
-		{debezium.String("a','b")},
-		{debezium.String("a"), debezium.String("b'")},
-		{debezium.String("a\\"), debezium.String("b")},
-		{debezium.String("a\\',b")},
-		{debezium.Int(1)},
-		{debezium.String("1")},
-		{debezium.Decimal("1")},
-		{debezium.Null()},
-		{debezium.String("NULL")},
-		{debezium.Int(1), debezium.Int(2)},
-		{debezium.Int(12)},
-		{debezium.String("x\x00y")},
-		{debezium.String("x\\0y")},
-		{debezium.Date(1)},
-		{debezium.Timestamp(1)},
+		{row.String("")},
+		{row.String("a"), row.String("b")},
+		{row.String("a','b")},
+		{row.String("a"), row.String("b'")},
+		{row.String("a\\"), row.String("b")},
+		{row.String("a\\',b")},
+		{row.Int(1)},
+		{row.String("1")},
+		{row.Decimal("1")},
+		{row.Null()},
+		{row.String("NULL")},
+		{row.Int(1), row.Int(2)},
+		{row.Int(12)},
+		{row.String("x\x00y")},
+		{row.String("x\\0y")},
+		{row.Date(1)},
+		{row.Timestamp(1)},
 	}
 	seen := map[string]int{}
 	for i, k := range keys {
@@ -60,7 +60,10 @@ func TestParseType(t *testing.T) {
 		"DateTime64(6, 'UTC')":              {base: tDateTime64},
 		"Nullable(DateTime('Europe/Rome'))": {base: tDateTime, nullable: true},
 		"UUID":                              {base: tUUID},
-		"Bool":                              {base: tUInt8},
+		"Bool":                              {base: tBool},
+		"Date32":                            {base: tDate32},
+		"Array(Nullable(Int32))":            {base: tArray},
+		"Decimal64(4)":                      {base: tDecimal},
 	}
 	for s, want := range ok {
 		got, err := parseType(s)
@@ -68,7 +71,7 @@ func TestParseType(t *testing.T) {
 			t.Errorf("parseType(%q) = %+v, %v; want %+v", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"Array(String)", "LowCardinality(String)", "Map(String, String)", "Strin", "Nullable(Array(Int8))", "Decimal(38, 2"} {
+	for _, s := range []string{"Array(Array(String))", "Array", "DateTime64(x)", "Decimal(40, 2)", "Decimal(2, 3)", "LowCardinality(String)", "Map(String, String)", "Strin", "Nullable(Array(Int8))", "Decimal(38, 2"} {
 		if _, err := parseType(s); err == nil {
 			t.Errorf("parseType(%q): no error", s)
 		}
@@ -77,25 +80,25 @@ func TestParseType(t *testing.T) {
 
 func TestColumnConversions(t *testing.T) {
 	c := newColumn(colType{base: tInt8})
-	if err := c.put(0, debezium.Int(300)); err == nil {
+	if err := c.put(0, row.Int(300)); err == nil {
 		t.Error("Int8 accepted 300")
 	}
-	if err := c.put(0, debezium.Null()); err == nil {
+	if err := c.put(0, row.Null()); err == nil {
 		t.Error("non-Nullable Int8 accepted NULL")
 	}
-	if err := c.put(0, debezium.String("x")); err == nil {
+	if err := c.put(0, row.String("x")); err == nil {
 		t.Error("Int8 accepted a string")
 	}
-	if err := c.put(0, debezium.Int(-5)); err != nil {
+	if err := c.put(0, row.Int(-5)); err != nil {
 		t.Error(err)
 	}
 	n := newColumn(colType{base: tInt64, nullable: true})
-	for _, v := range []debezium.Value{debezium.Int(1), debezium.Null(), debezium.Int(3)} {
+	for _, v := range []row.Value{row.Int(1), row.Null(), row.Int(3)} {
 		if err := n.put(len(n.(*typed[int64]).vals), v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := n.put(0, debezium.Int(7)); err != nil { // overwrite (fold)
+	if err := n.put(0, row.Int(7)); err != nil { // overwrite (fold)
 		t.Fatal(err)
 	}
 	ptrs := n.data().([]*int64)
@@ -103,11 +106,11 @@ func TestColumnConversions(t *testing.T) {
 		t.Errorf("nullable data = %v", ptrs)
 	}
 	s := newColumn(colType{base: tString})
-	if err := s.put(0, debezium.Unavailable()); err == nil {
+	if err := s.put(0, row.Unavailable()); err == nil {
 		t.Error("String accepted the TOAST placeholder")
 	}
-	tc := newColumn(colType{base: tDateTime64})
-	if err := tc.put(0, debezium.Timestamp(1_700_000_000_123_456)); err != nil {
+	tc := newColumn(colType{base: tDateTime64, prec: 6})
+	if err := tc.put(0, row.Timestamp(1_700_000_000_123_456)); err != nil {
 		t.Fatal(err)
 	}
 	if got := tc.data().([]time.Time)[0]; got.UnixMicro() != 1_700_000_000_123_456 {
@@ -173,11 +176,11 @@ clickhouse:
 	if err != nil {
 		t.Fatal(err)
 	}
-	types := []debezium.ColumnType{
-		{Kind: debezium.KindInt, Connect: "int64"},
-		{Kind: debezium.KindString, Connect: "string"},
-		{Kind: debezium.KindDecimal, Scale: 2},
-		{Kind: debezium.KindTimestamp, Connect: "int64"},
+	types := []row.ColumnType{
+		{Kind: row.KindInt, Connect: "int64"},
+		{Kind: row.KindString, Connect: "string"},
+		{Kind: row.KindDecimal, Scale: 2},
+		{Kind: row.KindTimestamp, Connect: "int64"},
 	}
 	old, err := DDL(cfg, types, Server{18, 16})
 	if err != nil {

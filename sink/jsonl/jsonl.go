@@ -4,7 +4,7 @@
 //	{"op":"upsert","version":N,"prev_version":N,"parent_key":[…],"child_key":[…]|null,"values":{"name":value,…}}
 //
 // Integers, floats and booleans are JSON numbers and booleans; text,
-// decimals, dates, timestamps and times are strings (debezium.Value.Text);
+// decimals, dates, timestamps and times are strings (row.Value.Text);
 // SQL NULL is null. op is "upsert" or "retract"; prev_version is 0 when the
 // row had no previous version; child_key is null for a LEFT join's padded
 // row.
@@ -18,7 +18,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Sink writes changes as JSON lines. It is safe for concurrent use: each
@@ -53,7 +53,7 @@ func Create(path string, names []string) (*Sink, error) {
 
 // Write formats and buffers changes. It fails only after an earlier write
 // error (which it returns again).
-func (s *Sink) Write(_ context.Context, changes []keyed.Change) error {
+func (s *Sink) Write(_ context.Context, changes []row.Change) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -105,7 +105,7 @@ func (s *Sink) Close() error {
 }
 
 // AppendChange appends c as one JSON object (without a newline) to dst,
-// in the format of keyed.Change.AppendJSON; names label c.Values in order.
-func AppendChange(dst []byte, c *keyed.Change, names []string) []byte {
+// in the format of row.Change.AppendJSON; names label c.Values in order.
+func AppendChange(dst []byte, c *row.Change, names []string) []byte {
 	return c.AppendJSON(dst, names)
 }

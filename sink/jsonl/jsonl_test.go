@@ -3,25 +3,25 @@ package jsonl_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 
-	"github.com/cdcjoin/cdcjoin/debezium"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	json "github.com/goccy/go-json"
+
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/jsonl"
 )
 
 func TestFormat(t *testing.T) {
 	var buf bytes.Buffer
 	s := jsonl.New(&buf, []string{"user_id", "name", "price", "at", "ok", "gone"})
-	cs := []keyed.Change{
-		{Op: keyed.Upsert, Version: 7, PrevVersion: 3,
-			ParentKey: []debezium.Value{debezium.Int(1)}, ChildKey: []debezium.Value{debezium.String("a\"b")},
-			Values: []debezium.Value{debezium.Int(1), debezium.String("Egor\n\x01"), debezium.Decimal("12.50"),
-				debezium.Timestamp(1700000000000000), debezium.Bool(true), debezium.Null()}},
-		{Op: keyed.Retract, Version: 9, ParentKey: []debezium.Value{debezium.Int(2)},
-			Values: []debezium.Value{debezium.Int(2), debezium.Null(), debezium.Null(), debezium.Null(), debezium.Bool(false), debezium.Null()}},
+	cs := []row.Change{
+		{Op: row.Upsert, Version: 7, PrevVersion: 3,
+			ParentKey: []row.Value{row.Int(1)}, ChildKey: []row.Value{row.String("a\"b")},
+			Values: []row.Value{row.Int(1), row.String("Egor\n\x01"), row.Decimal("12.50"),
+				row.Timestamp(1700000000000000), row.Bool(true), row.Null()}},
+		{Op: row.Retract, Version: 9, ParentKey: []row.Value{row.Int(2)},
+			Values: []row.Value{row.Int(2), row.Null(), row.Null(), row.Null(), row.Bool(false), row.Null()}},
 	}
 	if err := s.Write(context.Background(), cs); err != nil {
 		t.Fatal(err)
@@ -54,9 +54,9 @@ func TestConcurrentWriters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 100; i++ {
-				c := keyed.Change{Op: keyed.Upsert, Version: uint64(i), ParentKey: []debezium.Value{debezium.Int(int64(g))},
-					Values: []debezium.Value{debezium.String("x")}}
-				s.Write(context.Background(), []keyed.Change{c})
+				c := row.Change{Op: row.Upsert, Version: uint64(i), ParentKey: []row.Value{row.Int(int64(g))},
+					Values: []row.Value{row.String("x")}}
+				s.Write(context.Background(), []row.Change{c})
 				if i%10 == 0 {
 					s.Flush(context.Background())
 				}
@@ -77,7 +77,7 @@ func TestConcurrentWriters(t *testing.T) {
 }
 
 func TestInvalidUTF8(t *testing.T) {
-	got := string(debezium.AppendJSONString(nil, "a\xffb"))
+	got := string(row.AppendJSONString(nil, "a\xffb"))
 	if got != "\"a\ufffdb\"" || !json.Valid([]byte(got)) {
 		t.Fatalf("got %q", got)
 	}

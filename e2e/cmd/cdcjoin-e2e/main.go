@@ -1,19 +1,24 @@
 // Command cdcjoin-e2e is the real-stack end-to-end test of cdcjoin, run by
 // e2e/run.sh (`make e2e`) against the servers of deploy/local/:
 //
-//  1. prepares a fresh source database (e2e, from schema.sql, plus a base
-//     load), deletes the e2e topics, groups, ClickHouse tables and state;
-//  2. registers a Debezium connector for it and starts one
-//     `cdcjoin run --config F` per -configs file;
-//  3. waits for the snapshot, runs a scripted and a seeded random DML
-//     workload, killing every cdcjoin with SIGKILL in the middle and
+//  1. prepares a fresh source database (e2e, from schema.sql and
+//     types.sql, plus a base load), deletes the e2e topics, groups,
+//     ClickHouse tables and state;
+//  2. registers a Debezium connector for it (schemas on) and, for typed
+//     configs on another topic prefix, a second one with schemas off; starts
+//     one `cdcjoin run --config F` per -configs and -type-configs file;
+//  3. waits for the snapshots, runs a scripted and a seeded random DML
+//     workload on users/domains and the change script of the type tables
+//     (types-dml.sql), killing every cdcjoin with SIGKILL in the middle and
 //     restarting it;
 //  4. waits until cdcjoin has caught up (keying group lag 0 on the source
 //     topics, join group committed past the keyed topics' last records);
 //  5. compares each config's ClickHouse <table>_current with the same
-//     JOIN computed by PostgreSQL, row for row and column for column;
-//  6. runs the negative control (tampers with the last config's table and
-//     requires the comparison to fail), prints the report.
+//     JOIN computed by PostgreSQL, row for row and column for column (the
+//     typed join in each column's canonical form, see e2e.TypedColumns);
+//  6. runs the negative control (tampers with the last users/domains
+//     config's table and the last typed one, and requires the comparison to
+//     fail), prints the report.
 //
 // It exits 0 when every comparison passed and the negative control failed
 // as it must; 1 otherwise. Servers come from the CDCJOIN_* environment
@@ -38,13 +43,16 @@ import (
 )
 
 type job struct {
-	path string
-	cfg  *config.Config
-	proc *e2e.Process
+	path  string
+	cfg   *config.Config
+	proc  *e2e.Process
+	src   []string // its source topics
+	typed bool     // a join of the type tables (compared in canonical form)
 }
 
 type options struct {
 	bin, configs, connector, schema, db, logDir string
+	typeConfigs, typesSchema, typesDML          string
 	seed                                        uint64
 	size                                        e2e.Size
 	kill, negative                              bool
@@ -57,6 +65,10 @@ func main() {
 	flag.StringVar(&o.configs, "configs", "deploy/local/e2e-inner.yaml,deploy/local/e2e-left.yaml", "comma-separated cdcjoin configs, each run as its own process")
 	flag.StringVar(&o.connector, "connector", "deploy/local/debezium-postgres.json", "Debezium connector file; database, slot, publication and topic prefix are overridden")
 	flag.StringVar(&o.schema, "schema", "deploy/local/schema.sql", "schema of the source database")
+	flag.StringVar(&o.typeConfigs, "type-configs", "deploy/local/e2e-types-on.yaml,deploy/local/e2e-types-off.yaml",
+		"comma-separated cdcjoin configs of the type tables' join (empty: no typed phase); a config whose topic prefix is not the connector's gets a second connector, with schemas off")
+	flag.StringVar(&o.typesSchema, "types-schema", "deploy/local/types.sql", "schema and rows of the type tables")
+	flag.StringVar(&o.typesDML, "types-dml", "deploy/local/types-dml.sql", "change script of the type tables")
 	flag.StringVar(&o.db, "db", "e2e", "source database (dropped and recreated)")
 	flag.StringVar(&o.logDir, "logdir", "deploy/local/.run/e2e", "directory for the cdcjoin logs")
 	flag.Uint64Var(&o.seed, "seed", 1, "workload seed")
@@ -105,29 +117,59 @@ func run(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	var jobs []*job
-	for _, p := range strings.Split(o.configs, ",") {
+	load := func(p string, typed bool) (*job, error) {
 		cfg, err := config.Load(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := cfg.ValidateForKafka(); err != nil {
+			return nil, err
+		}
+		if cfg.ClickHouse == nil || cfg.ClickHouse.Mode != config.ModeUpsert {
+			return nil, fmt.Errorf("cdcjoin: e2e: %s: needs a clickhouse section in upsert mode", p)
+		}
+		return &job{path: p, cfg: cfg, src: []string{cfg.Parent.Topic, cfg.Child.Topic}, typed: typed}, nil
+	}
+	var jobs, typedJobs []*job
+	for _, p := range strings.Split(o.configs, ",") {
+		j, err := load(p, false)
 		if err != nil {
 			return err
 		}
-		if err := cfg.ValidateForKafka(); err != nil {
-			return err
-		}
-		if cfg.ClickHouse == nil || cfg.ClickHouse.Mode != config.ModeUpsert {
-			return fmt.Errorf("cdcjoin: e2e: %s: needs a clickhouse section in upsert mode", p)
-		}
-		jobs = append(jobs, &job{path: p, cfg: cfg})
+		jobs = append(jobs, j)
 	}
-	src := []string{jobs[0].cfg.Parent.Topic, jobs[0].cfg.Child.Topic}
+	src := jobs[0].src
 	prefix := strings.TrimSuffix(src[0], ".public.users")
 	for _, j := range jobs {
-		if j.cfg.Parent.Topic != src[0] || j.cfg.Child.Topic != src[1] {
+		if j.src[0] != src[0] || j.src[1] != src[1] {
 			return fmt.Errorf("cdcjoin: e2e: %s: all configs must read %v", j.path, src)
 		}
 	}
 	if prefix == src[0] {
 		return fmt.Errorf("cdcjoin: e2e: parent topic %q is not <prefix>.public.users", src[0])
+	}
+	// Typed configs read <prefix>.public.type_parents/type_children; a prefix
+	// other than the main connector's gets its own connector, schemas off.
+	typedPrefixes := map[string]bool{}
+	for _, p := range strings.Split(o.typeConfigs, ",") {
+		if p == "" {
+			continue
+		}
+		j, err := load(p, true)
+		if err != nil {
+			return err
+		}
+		tp := strings.TrimSuffix(j.src[0], ".public.type_parents")
+		if tp == j.src[0] || j.src[1] != tp+".public.type_children" {
+			return fmt.Errorf("cdcjoin: e2e: %s: topics must be <prefix>.public.type_parents and <prefix>.public.type_children", p)
+		}
+		typedPrefixes[tp] = true
+		typedJobs = append(typedJobs, j)
+	}
+	allJobs := append(append([]*job(nil), jobs...), typedJobs...)
+	var typedSrc []string
+	for _, j := range typedJobs {
+		typedSrc = append(typedSrc, j.src...)
 	}
 
 	// --- prepare ---
@@ -165,9 +207,14 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer pg.Close(context.Background())
+	if len(typedJobs) > 0 {
+		if err := pg.ExecFile(ctx, o.typesSchema); err != nil {
+			return err
+		}
+	}
 	var topics, groups, keyedTopics []string
-	topics = append(topics, src...)
-	for _, j := range jobs {
+	topics = append(append(topics, src...), typedSrc...)
+	for _, j := range allJobs {
 		k := &j.cfg.Kafka
 		topics = append(topics, k.KeyedTopic(), k.ChildIndexTopic())
 		if j.cfg.Errors.DLQTopic != "" {
@@ -212,34 +259,54 @@ func run(ctx context.Context, o options) (err error) {
 	logf("prepared database %s (base load: %d rows) in %v", o.db, rep.sourceRows, time.Since(t0).Round(time.Millisecond))
 
 	// --- connector and cdcjoin ---
-	w, err := e2e.NewWatcher(strings.Split(brokers, ","), src, keyedTopics)
+	w, err := e2e.NewWatcher(strings.Split(brokers, ","), append(append([]string(nil), src...), typedSrc...), keyedTopics)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	connName := fmt.Sprintf("cdcjoin-e2e-%d", time.Now().UnixNano())
-	slot := strings.ReplaceAll("cdcjoin_"+o.db, "-", "_")
-	ccfg, err := e2e.ConnectorConfig(o.connector, map[string]string{
-		"database.dbname": o.db, "topic.prefix": prefix, "slot.name": slot, "publication.name": slot,
-	})
+	pgPort, err := e2e.Port(pgDSN)
 	if err != nil {
 		return err
 	}
-	if err := conn.Register(ctx, connName, ccfg); err != nil {
-		return err
+	// The main connector (schemas as the worker says: on), and one with
+	// schemas off per other typed prefix.
+	tables := "public.users,public.domains"
+	if typedPrefixes[prefix] {
+		tables += ",public.type_parents,public.type_children"
 	}
-	defer func() {
-		uctx, c := context.WithTimeout(context.Background(), 30*time.Second)
-		defer c()
-		if uerr := conn.Unregister(uctx, connName); uerr != nil {
-			logf("warning: %v", uerr)
+	connectors := []map[string]string{{"topic.prefix": prefix, "table.include.list": tables}}
+	for tp := range typedPrefixes {
+		if tp != prefix {
+			connectors = append(connectors, map[string]string{"topic.prefix": tp,
+				"table.include.list": "public.type_parents,public.type_children",
+				"key.converter":      "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+				"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false"})
 		}
-	}()
-	logf("connector %s RUNNING", connName)
+	}
+	for i, over := range connectors {
+		connName := fmt.Sprintf("cdcjoin-e2e-%d-%d", time.Now().UnixNano(), i)
+		slot := strings.ReplaceAll("cdcjoin_"+o.db+"_"+over["topic.prefix"], "-", "_")
+		over["database.dbname"], over["database.port"], over["slot.name"], over["publication.name"] = o.db, pgPort, slot, slot
+		ccfg, err := e2e.ConnectorConfig(o.connector, over)
+		if err != nil {
+			return err
+		}
+		if err := conn.Register(ctx, connName, ccfg); err != nil {
+			return err
+		}
+		defer func() {
+			uctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+			defer c()
+			if uerr := conn.Unregister(uctx, connName); uerr != nil {
+				logf("warning: %v", uerr)
+			}
+		}()
+		logf("connector %s (topic prefix %s) RUNNING", connName, over["topic.prefix"])
+	}
 	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
 		return fmt.Errorf("cdcjoin: e2e: %w", err)
 	}
-	smp := newSampler(adm, jobs, src)
+	smp := newSampler(adm, allJobs)
 	sctx, scancel := context.WithCancel(ctx)
 	var swg sync.WaitGroup
 	swg.Add(1)
@@ -247,7 +314,7 @@ func run(ctx context.Context, o options) (err error) {
 	defer func() { scancel(); swg.Wait() }()
 
 	alive := func() error {
-		for _, j := range jobs {
+		for _, j := range allJobs {
 			if j.proc == nil {
 				continue
 			}
@@ -257,12 +324,12 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		return w.Err()
 	}
-	if err := waitFor(ctx, "Debezium snapshot", 3*time.Minute, func() (bool, error) { return w.SnapshotDone(), alive() }); err != nil {
+	if err := waitFor(ctx, "Debezium snapshot", 3*time.Minute, func() (bool, error) { return w.SnapshotsDone(len(connectors)), alive() }); err != nil {
 		return err
 	}
 	logf("snapshot done at %v", time.Since(t0).Round(time.Millisecond))
 	// cdcjoin needs the source topics: start it once they exist.
-	for _, j := range jobs {
+	for _, j := range allJobs {
 		j.proc = &e2e.Process{Bin: o.bin, Config: j.path, Log: filepath.Join(o.logDir, j.cfg.Name+".log")}
 		if err := j.proc.Start(); err != nil {
 			return err
@@ -270,7 +337,7 @@ func run(ctx context.Context, o options) (err error) {
 		logf("started cdcjoin run --config %s (log %s)", j.path, j.proc.Log)
 	}
 	defer func() {
-		for _, j := range jobs {
+		for _, j := range allJobs {
 			if j.proc == nil {
 				continue
 			}
@@ -281,6 +348,15 @@ func run(ctx context.Context, o options) (err error) {
 	}()
 
 	// --- workload ---
+	// The type tables' change script runs half before the kill, half while
+	// cdcjoin is down.
+	var typedTxs []e2e.Tx
+	if len(typedJobs) > 0 {
+		if typedTxs, err = e2e.Statements(o.typesDML); err != nil {
+			return err
+		}
+	}
+	half := len(typedTxs) / 2
 	tw := time.Now()
 	scripted := wl.Scripted()
 	if _, err := apply(scripted...); err != nil {
@@ -297,9 +373,12 @@ func run(ctx context.Context, o options) (err error) {
 	if _, err := apply(wl.HotRename()); err != nil {
 		return err
 	}
+	if _, err := apply(typedTxs[:half]...); err != nil {
+		return err
+	}
 	if o.kill {
 		time.Sleep(300 * time.Millisecond) // let the fan-out start
-		for _, j := range jobs {
+		for _, j := range allJobs {
 			j.proc.Kill()
 		}
 		rep.killedAt = time.Since(t0)
@@ -308,8 +387,11 @@ func run(ctx context.Context, o options) (err error) {
 	if _, err := apply(wl.Random(n / 5)...); err != nil {
 		return err
 	}
+	if _, err := apply(typedTxs[half:]...); err != nil {
+		return err
+	}
 	if o.kill {
-		for _, j := range jobs {
+		for _, j := range allJobs {
 			if err := j.proc.Start(); err != nil {
 				return err
 			}
@@ -326,30 +408,44 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
+	var typedMarkerTx int64
+	if len(typedJobs) > 0 {
+		if typedMarkerTx, err = apply(e2e.TypedMarker(1)); err != nil {
+			return err
+		}
+	}
 	tEnd := time.Now()
 	rep.workload = tEnd.Sub(tw)
 	logf("workload done: %d transactions, %d source rows changed, in %v", rep.sourceTxs, rep.sourceRows, rep.workload.Round(time.Millisecond))
 
 	// --- convergence ---
-	if err := waitFor(ctx, "end marker in the Debezium topics", 2*time.Minute, func() (bool, error) { return w.SawTx(markerTx), alive() }); err != nil {
+	if err := waitFor(ctx, "end marker in the Debezium topics", 2*time.Minute, func() (bool, error) {
+		return w.SawTx(markerTx, src...) && (len(typedJobs) == 0 || w.SawTx(typedMarkerTx, typedSrc...)), alive()
+	}); err != nil {
 		return err
 	}
 	logf("Debezium shipped the end marker after %v", time.Since(tEnd).Round(time.Millisecond))
 	marks := 1
-	nudge := func() error {
-		marks++
-		_, err := apply(wl.Marker(marks))
-		return err
+	nudge := func(j *job) func() error {
+		return func() error {
+			marks++
+			tx := wl.Marker(marks)
+			if j.typed {
+				tx = e2e.TypedMarker(marks)
+			}
+			_, err := apply(tx)
+			return err
+		}
 	}
-	for _, j := range jobs {
-		n, err := waitCaughtUp(ctx, adm, w, j, src, alive, nudge)
+	for _, j := range allJobs {
+		n, err := waitCaughtUp(ctx, adm, w, j, j.src, alive, nudge(j))
 		rep.nudges += n
 		if err != nil {
 			return err
 		}
 	}
 	var failures []string
-	for _, j := range jobs {
+	for _, j := range allJobs {
 		d, err := compareUntilEqual(ctx, pg, ch, j, 30*time.Second)
 		if err != nil {
 			return err
@@ -367,25 +463,36 @@ func run(ctx context.Context, o options) (err error) {
 	rep.peaks = smp.peaks()
 
 	// --- negative control ---
+	// The last users/domains job, and the last typed job: one corrupted and
+	// one dropped row each must make the comparison fail.
 	if o.negative && len(failures) == 0 {
-		j := jobs[len(jobs)-1]
-		k, err := ch.Tamper(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table)
-		if err != nil {
-			return err
+		controls := []*job{jobs[len(jobs)-1]}
+		if len(typedJobs) > 0 {
+			controls = append(controls, typedJobs[len(typedJobs)-1])
 		}
-		d, err := compare(ctx, pg, ch, j)
-		if err != nil {
-			return err
-		}
-		switch {
-		case k < 2:
-			failures = append(failures, "negative control: fewer than 2 rows to tamper with")
-		case d.Equal():
-			failures = append(failures, "negative control: comparison PASSED on a tampered table")
-		case len(d.Missing) != 2 || len(d.Extra) != 1:
-			failures = append(failures, fmt.Sprintf("negative control: expected 2 missing and 1 extra row, got %s", d.Report(5)))
-		default:
-			logf("negative control OK: tampered %s (1 corrupted, 1 dropped row): %s", j.cfg.Name, d.Report(3))
+		for _, j := range controls {
+			cols, corrupt := e2e.Columns, "firstname"
+			if j.typed {
+				cols, corrupt = e2e.TypedColumnNames(), "txt"
+			}
+			k, err := ch.TamperColumns(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table, cols, corrupt)
+			if err != nil {
+				return err
+			}
+			d, err := compare(ctx, pg, ch, j)
+			if err != nil {
+				return err
+			}
+			switch {
+			case k < 2:
+				failures = append(failures, j.cfg.Name+" negative control: fewer than 2 rows to tamper with")
+			case d.Equal():
+				failures = append(failures, j.cfg.Name+" negative control: comparison PASSED on a tampered table")
+			case len(d.Missing) != 2 || len(d.Extra) != 1:
+				failures = append(failures, fmt.Sprintf("%s negative control: expected 2 missing and 1 extra row, got %s", j.cfg.Name, d.Report(5)))
+			default:
+				logf("negative control OK: tampered %s (1 corrupted, 1 dropped row): %s", j.cfg.Name, d.Report(3))
+			}
 		}
 	}
 	rep.total = time.Since(t0)
@@ -483,11 +590,15 @@ func waitCaughtUp(ctx context.Context, adm *e2e.Admin, w *e2e.Watcher, j *job, s
 }
 
 func compare(ctx context.Context, pg *e2e.Postgres, ch *e2e.ClickHouse, j *job) (*e2e.Difference, error) {
-	want, err := pg.Join(ctx, j.cfg.Join == config.Left)
+	read, oracle := ch.Rows, pg.Join
+	if j.typed {
+		read, oracle = ch.TypedRows, pg.TypedJoin
+	}
+	want, err := oracle(ctx, j.cfg.Join == config.Left)
 	if err != nil {
 		return nil, err
 	}
-	got, err := ch.Rows(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table+"_current")
+	got, err := read(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table+"_current")
 	if err != nil {
 		return nil, err
 	}

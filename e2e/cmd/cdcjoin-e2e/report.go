@@ -56,14 +56,13 @@ e2e report
 type sampler struct {
 	adm  *e2e.Admin
 	jobs []*job
-	src  []string
 
 	mu sync.Mutex
 	p  peaks
 }
 
-func newSampler(adm *e2e.Admin, jobs []*job, src []string) *sampler {
-	return &sampler{adm: adm, jobs: jobs, src: src}
+func newSampler(adm *e2e.Admin, jobs []*job) *sampler {
+	return &sampler{adm: adm, jobs: jobs}
 }
 
 func (s *sampler) run(ctx context.Context) {
@@ -78,7 +77,7 @@ func (s *sampler) run(ctx context.Context) {
 		var kl, jl, ml int64
 		for _, j := range s.jobs {
 			k := &j.cfg.Kafka
-			if l, err := s.adm.Lag(ctx, k.KeyingGroup(), s.src...); err == nil {
+			if l, err := s.adm.Lag(ctx, k.KeyingGroup(), j.src...); err == nil {
 				kl += l.Records
 			}
 			if l, err := s.adm.Lag(ctx, k.JoinGroup(), k.KeyedTopic()); err == nil {

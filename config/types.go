@@ -1,0 +1,148 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cdcjoin/cdcjoin/pgschema"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// Debezium repeats the connector settings that decide how values are
+// encoded, under the connector's own property names, so that declared
+// column types (Table.Types) are read the way the connector wrote them.
+// Empty values are Debezium's defaults.
+type Debezium struct {
+	// DecimalHandlingMode: precise (default; exact), string, double.
+	DecimalHandlingMode string `yaml:"decimal.handling.mode"`
+	// TimePrecisionMode: adaptive (default), adaptive_time_microseconds,
+	// connect, isostring.
+	TimePrecisionMode string `yaml:"time.precision.mode"`
+	// BinaryHandlingMode: bytes (default; exact), base64, base64-url-safe,
+	// hex.
+	BinaryHandlingMode string `yaml:"binary.handling.mode"`
+	// IntervalHandlingMode: numeric (default; microseconds), string.
+	IntervalHandlingMode string `yaml:"interval.handling.mode"`
+	// UnavailableValuePlaceholder: the unchanged-TOAST placeholder
+	// (default __debezium_unavailable_value).
+	UnavailableValuePlaceholder string `yaml:"unavailable.value.placeholder"`
+}
+
+// Modes returns the encoding settings.
+func (d *Debezium) Modes() pgschema.Modes {
+	return pgschema.Modes{Decimal: d.DecimalHandlingMode, Time: d.TimePrecisionMode,
+		Binary: d.BinaryHandlingMode, Interval: d.IntervalHandlingMode}
+}
+
+func (c *Config) validateTypes(p *Problems) {
+	for _, msg := range c.Debezium.Modes().Problems() {
+		key := strings.Fields(msg)[0]
+		c.add(p, "debezium."+msg, "debezium", key)
+	}
+	for _, side := range []row.Side{row.Parent, row.Child} {
+		t, name := c.table(side)
+		projected := c.projected(side)
+		for _, col := range sortedKeys(t.Types) {
+			if _, err := pgschema.Column(t.Types[col], c.Debezium.Modes()); err != nil {
+				c.add(p, fmt.Sprintf("%s.types.%s: %v", name, col, strings.TrimPrefix(err.Error(), "cdcjoin: ")), name, "types", col)
+			}
+			if !projected[col] {
+				c.add(p, fmt.Sprintf("%s.types.%s: %s is not a key or selected column of the %s (declaring it has no effect)", name, col, col, name), name, "types", col)
+			}
+		}
+	}
+}
+
+// sortedKeys returns m's keys in order (problems are listed in a stable
+// order).
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func set(items []string) map[string]bool {
+	s := make(map[string]bool, len(items))
+	for _, it := range items {
+		s[it] = true
+	}
+	return s
+}
+
+func (c *Config) table(side row.Side) (*Table, string) {
+	if side == row.Parent {
+		return &c.Parent, "parent"
+	}
+	return &c.Child, "child"
+}
+
+// projected returns the columns of side the join reads: its keys and its
+// selected columns.
+func (c *Config) projected(side row.Side) map[string]bool {
+	t, _ := c.table(side)
+	cols := set(append(append([]string(nil), t.Key...), t.ParentKey...))
+	for _, s := range c.Select {
+		if s.Side == side {
+			cols[s.Column] = true
+		}
+	}
+	return cols
+}
+
+// DeclaredTypes returns the declared types (Table.Types) of side's columns
+// cols, in that order: a zero entry where nothing is declared; primary key
+// columns are never Optional. nil when side declares nothing. The
+// configuration must be valid.
+func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
+	t, _ := c.table(side)
+	if len(t.Types) == 0 {
+		return nil
+	}
+	pk := set(t.Key)
+	out := make([]row.ColumnType, len(cols))
+	for i, col := range cols {
+		decl, ok := t.Types[col]
+		if !ok {
+			continue
+		}
+		ct, err := pgschema.Column(decl, c.Debezium.Modes())
+		if err != nil {
+			continue // reported by validate
+		}
+		if pk[col] {
+			ct.Optional = false
+		}
+		out[i] = ct
+	}
+	return out
+}
+
+// KeyColumns returns how many of cols (a projection of side, which starts
+// with side's key columns as the join's projections do) are keys: the
+// primary key, then the child's foreign key.
+func (c *Config) KeyColumns(side row.Side, cols []string) int {
+	t, _ := c.table(side)
+	keys := set(append(append([]string(nil), t.Key...), t.ParentKey...))
+	n := 0
+	for n < len(cols) && keys[cols[n]] {
+		n++
+	}
+	return n
+}
+
+// DeclaredOutputTypes returns the declared types of the select list's
+// columns, in select order (zero entries where nothing is declared), for
+// sinks that create tables before any record was read.
+func (c *Config) DeclaredOutputTypes() []row.ColumnType {
+	out := make([]row.ColumnType, len(c.Select))
+	for i, s := range c.Select {
+		if d := c.DeclaredTypes(s.Side, []string{s.Column}); d != nil {
+			out[i] = d[0]
+		}
+	}
+	return out
+}

@@ -1,0 +1,319 @@
+package kafkarun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+const jobYAML = `name: %s
+parent: {topic: %s, key: id}
+child:  {topic: %s, key: id, parent_key: user_id}
+join: %s
+select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
+state: {dir: %s, sync: false, batch_events: %d}
+errors: {policy: %s%s}
+kafka:
+  keyed_partitions: %d
+  brokers: [%s]
+  instance_id: %s
+  session_timeout: 6s
+  commit_interval: 100ms
+  transaction_timeout: 10s
+`
+
+type jobOpts struct {
+	name, join, policy, dlq, brokers, instance string
+	parentTopic, childTopic                    string
+	stateDir                                   string
+	batch, keyedParts                          int
+}
+
+func jobConfig(t testing.TB, o jobOpts) *config.Config {
+	t.Helper()
+	if o.name == "" {
+		o.name = "user_domains"
+	}
+	if o.join == "" {
+		o.join = "inner"
+	}
+	if o.policy == "" {
+		o.policy = "stop"
+	}
+	if o.batch == 0 {
+		o.batch = 500
+	}
+	if o.instance == "" {
+		o.instance = "i0"
+	}
+	if o.parentTopic == "" {
+		o.parentTopic, o.childTopic = cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic
+	}
+	dlq := ""
+	if o.dlq != "" {
+		dlq = ", dlq_topic: " + o.dlq
+	}
+	y := fmt.Sprintf(jobYAML, o.name, o.parentTopic, o.childTopic, o.join, o.stateDir, o.batch, o.policy, dlq, o.keyedParts, o.brokers, o.instance)
+	cfg, err := config.Parse([]byte(y), "test.yaml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// newCluster starts kfake with the source topics.
+func newCluster(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{
+		kfake.NumBrokers(3),
+		kfake.SeedTopics(partitions, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
+		kfake.GroupMinSessionTimeout(time.Second),
+	}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// produce writes records to their topic/partition in order.
+func produce(t testing.TB, brokers []string, recs []cdcgen.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0), kgo.MaxBufferedRecords(100000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var first error
+	for i := range recs {
+		r := &recs[i]
+		cl.Produce(ctx, &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value,
+			Timestamp: time.UnixMilli(r.TsMs)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if first != nil {
+		t.Fatalf("produce: %v", first)
+	}
+}
+
+// model is a ClickHouse ReplacingMergeTree stand-in shared by the sinks of
+// all instances: a sink's changes apply when it flushes (writes not
+// followed by a flush are lost, like an unacknowledged batch). Safe for
+// concurrent use.
+type model struct {
+	mu      sync.Mutex
+	rmt     *cdcgen.ReplacingMergeTree
+	err     error
+	changes int
+}
+
+func newModel() *model { return &model{rmt: cdcgen.NewReplacingMergeTree()} }
+
+// modelSink is one instance's connection to the model. It checks that the
+// versions it flushes never decrease per row key.
+type modelSink struct {
+	m       *model
+	pending []row.Change
+	last    map[cdcgen.RowKey]uint64
+	// failAt, when > 0, makes the failAt-th Flush fail: after applying its
+	// changes when failApplied (a crash after the insert, before the
+	// commit), else before.
+	failAt      int
+	failApplied bool
+	flushes     int
+	// delay slows every Flush down (a lagging sink).
+	delay time.Duration
+}
+
+func (m *model) sink() *modelSink { return &modelSink{m: m, last: map[cdcgen.RowKey]uint64{}} }
+
+var errInjected = errors.New("injected sink failure")
+
+func (s *modelSink) Write(_ context.Context, cs []row.Change) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	for _, c := range cs {
+		s.pending = append(s.pending, cloneChange(c))
+	}
+	return nil
+}
+
+func (s *modelSink) Flush(context.Context) error {
+	time.Sleep(s.delay)
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := s.pending
+	s.pending = nil
+	s.flushes++
+	fail := s.failAt > 0 && s.flushes >= s.failAt
+	if fail && !s.failApplied {
+		return errInjected
+	}
+	for _, c := range cs {
+		key := m.apply(c)
+		if v, ok := s.last[key]; ok && c.Version < v && m.err == nil {
+			m.err = fmt.Errorf("version regression on row %s: %d after %d from one instance", key, c.Version, v)
+		}
+		s.last[key] = c.Version
+	}
+	if fail {
+		return errInjected
+	}
+	return nil
+}
+
+func (s *modelSink) Close() error { return nil }
+
+func (m *model) apply(c row.Change) cdcgen.RowKey {
+	m.changes++
+	key := cdcgen.RowKey{Parent: keyText(c.ParentKey)}
+	if c.ChildKey == nil {
+		key.Padded = true
+	} else {
+		key.Child = keyText(c.ChildKey)
+	}
+	vals := make([]string, len(c.Values))
+	for i, v := range c.Values {
+		if v.IsNull() {
+			vals[i] = cdcgen.Null
+		} else {
+			vals[i] = v.Text()
+		}
+	}
+	if err := m.rmt.Apply(key, c.Version, c.Op == row.Retract, vals); err != nil && m.err == nil {
+		m.err = err
+	}
+	return key
+}
+
+func keyText(vs []row.Value) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.Text()
+	}
+	return strings.Join(parts, ",")
+}
+
+func cloneChange(c row.Change) row.Change {
+	cp := c
+	cp.ParentKey = append([]row.Value(nil), c.ParentKey...)
+	if c.ChildKey != nil {
+		cp.ChildKey = append([]row.Value(nil), c.ChildKey...)
+	}
+	cp.Values = append([]row.Value(nil), c.Values...)
+	cp.Prev = nil
+	return cp
+}
+
+func (m *model) live() ([]cdcgen.JoinedRow, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rmt.Live(), m.err
+}
+
+// waitEqual waits until the model shows want (or the timeout passes) and
+// returns the last diff ("" when equal).
+func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, in *instance) (string, error) {
+	var stopped <-chan struct{}
+	if in != nil {
+		stopped = in.done
+	}
+	deadline := time.Now().Add(timeout)
+	diff := "(not compared yet)"
+	last := -1
+	for {
+		// Compare only once the flow of changes paused: comparing costs
+		// more than the pipeline's own work on large tables.
+		m.mu.Lock()
+		n := m.changes
+		m.mu.Unlock()
+		if n == last || time.Now().After(deadline) {
+			got, err := m.live()
+			if err != nil {
+				return "", err
+			}
+			if diff = cdcgen.Diff(want, got, 10); diff == "" {
+				return "", nil
+			}
+		}
+		last = n
+		select {
+		case <-stopped:
+			return diff, fmt.Errorf("run stopped early: %v", in.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline.Add(time.Second)) {
+			return diff, nil
+		}
+	}
+}
+
+// instance is one running kafkarun.Run.
+type instance struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // Run's result, once done is closed
+}
+
+func start(t testing.TB, cfg *config.Config, s *modelSink, extra ...kgo.Opt) *instance {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{cancel: cancel, done: make(chan struct{})}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	go func() {
+		defer close(in.done)
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
+	}()
+	return in
+}
+
+// stop cancels the instance and returns Run's error.
+func (in *instance) stop(t testing.TB) error {
+	t.Helper()
+	in.cancel()
+	select {
+	case <-in.done:
+		return in.err
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return within 60s of cancel")
+		return nil
+	}
+}
+
+func oracle(h *cdcgen.History, left bool) []cdcgen.JoinedRow {
+	return cdcgen.Join(h.Final.Users, h.Final.Domains, left)
+}
+
+func brokersOf(c *kfake.Cluster) string { return strings.Join(c.ListenAddrs(), ", ") }

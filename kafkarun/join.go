@@ -1,0 +1,575 @@
+package kafkarun
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/version"
+)
+
+// joinStage consumes "<group>.keyed" in the group "<group>-join"
+// (read_committed) and runs one worker per owned partition.
+//
+// Ownership: the dispatcher goroutine (run) polls and hands each
+// partition's records to its worker over a bounded queue; a full queue
+// pauses fetching of that partition until it drains. Workers are created in
+// the AdjustFetchOffsetsFn hook (which also chooses where each partition
+// starts) and stopped in the revoke/lost callbacks, which BlockRebalanceOnPoll
+// runs only between polls; stopping waits for the worker's batch in
+// progress. Kafka offset commits (for lag monitoring) are made only between
+// poll and AllowRebalance, for owned partitions, and on revocation after the
+// worker stopped -- never on loss.
+type joinStage struct {
+	cfg     *config.Config
+	spec    *keyed.Spec
+	log     *slog.Logger
+	m       *metrics.Metrics
+	topic   string
+	newSink func(partition int32) (sink.Sink, error)
+	cl      *kgo.Client
+	fatal   chan error // first worker error (cap 1)
+
+	mu        sync.Mutex
+	workers   map[int32]*worker
+	committed map[int32]int64 // last offset committed to Kafka per owned partition
+}
+
+func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink func(int32) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
+	j := &joinStage{
+		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(),
+		newSink: newSink, fatal: make(chan error, 1),
+		workers: map[int32]*worker{}, committed: map[int32]int64{},
+	}
+	kc := &cfg.Kafka
+	opts := append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumerGroup(kc.JoinGroup()),
+		kgo.ConsumeTopics(j.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(kc.SessionTimeout),
+		kgo.AdjustFetchOffsetsFn(j.assign),
+		kgo.OnPartitionsRevoked(j.revoke),
+		kgo.OnPartitionsLost(j.lose),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
+	}
+	j.cl = cl
+	return j, nil
+}
+
+// assign starts a worker for every newly assigned partition and decides
+// where it starts: at the local state's position when that is current (at
+// or past the group's committed offset), else at the local position (or the
+// log start without local state), applying records below the committed
+// offset without emitting them.
+func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	parts := offsets[j.topic]
+	for p, o := range parts {
+		committed := o.EpochOffset().Offset
+		if committed < 0 {
+			committed = 0
+		}
+		j.mu.Lock()
+		old := j.workers[p]
+		j.mu.Unlock()
+		if old != nil { // re-assigned without a revoke (should not happen)
+			old.stopAndWait()
+			j.remove(p)
+		}
+		w, err := j.startWorker(p, committed)
+		if err != nil {
+			j.fail(err)
+			return nil, err
+		}
+		local := w.pos.Load()
+		if local >= 0 {
+			parts[p] = kgo.NewOffset().At(local).WithEpoch(-1)
+		} else {
+			parts[p] = kgo.NewOffset().AtStart()
+		}
+		mode := "reuse"
+		if local < committed {
+			mode = "rebuild"
+		}
+		j.log.Info("partition assigned", "partition", p, "committed", committed, "local", local, "mode", mode)
+	}
+	return offsets, nil
+}
+
+func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
+	dir := filepath.Join(j.cfg.State.Dir, "partition-"+strconv.Itoa(int(p)))
+	st, err := joinstate.Open(job.StateOptions(j.cfg, dir))
+	if err != nil {
+		return nil, err
+	}
+	pos, has, err := st.Position(j.topic, p)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	clock, err := loadClock(st, uint64(j.cfg.Kafka.Epoch))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
+	}
+	sk, err := j.newSink(p)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cdcjoin: join: sink for partition %d: %w", p, err)
+	}
+	w := &worker{
+		j: j, p: p, store: st, sink: sk, buf: sink.NewBuffer(sk, writeChunk), join: keyed.NewJoin(j.spec),
+		emitFrom: committed, clock: clock,
+		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if !has {
+		pos = -1
+	}
+	w.pos.Store(pos)
+	j.mu.Lock()
+	j.workers[p] = w
+	j.committed[p] = committed
+	j.m.OwnedPartitions.Set(float64(len(j.workers)))
+	j.mu.Unlock()
+	go w.run()
+	return w, nil
+}
+
+// revoke stops the revoked partitions' workers and commits their final
+// positions while the partitions are still ours.
+func (j *joinStage) revoke(ctx context.Context, cl *kgo.Client, rev map[string][]int32) {
+	parts := rev[j.topic]
+	j.stopWorkers(parts)
+	j.commit(ctx, parts)
+	for _, p := range parts {
+		j.remove(p)
+	}
+}
+
+// lose stops the lost partitions' workers without committing anything.
+func (j *joinStage) lose(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	parts := lost[j.topic]
+	j.stopWorkers(parts)
+	for _, p := range parts {
+		j.remove(p)
+	}
+}
+
+func (j *joinStage) stopWorkers(parts []int32) {
+	j.mu.Lock()
+	var ws []*worker
+	for _, p := range parts {
+		if w := j.workers[p]; w != nil {
+			ws = append(ws, w)
+		}
+	}
+	j.mu.Unlock()
+	for _, w := range ws {
+		close(w.stop)
+	}
+	for _, w := range ws {
+		<-w.done
+	}
+}
+
+// storeStats reports the owned partitions' state stores (for the metrics
+// collector; safe on any goroutine: a store closed meanwhile is skipped).
+func (j *joinStage) storeStats() []metrics.StoreStats {
+	type owned struct {
+		p  int32
+		st *joinstate.Store
+	}
+	j.mu.Lock()
+	ws := make([]owned, 0, len(j.workers))
+	for p, w := range j.workers {
+		ws = append(ws, owned{p, w.store})
+	}
+	j.mu.Unlock()
+	out := make([]metrics.StoreStats, 0, len(ws))
+	for _, w := range ws {
+		if st, ok := w.st.Stats(); ok {
+			out = append(out, metrics.StoreStats{Partition: strconv.Itoa(int(w.p)), Stats: st})
+		}
+	}
+	return out
+}
+
+// remove forgets a stopped worker and releases its store and sink.
+func (j *joinStage) remove(p int32) {
+	j.mu.Lock()
+	w := j.workers[p]
+	delete(j.workers, p)
+	delete(j.committed, p)
+	j.m.OwnedPartitions.Set(float64(len(j.workers)))
+	j.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if err := w.sink.Close(); err != nil {
+		j.log.Warn("closing sink", "partition", p, "err", err)
+	}
+	if err := w.store.Close(); err != nil {
+		j.log.Warn("closing state", "partition", p, "err", err)
+	}
+}
+
+// commit commits the durable positions of parts (all owned when nil) that
+// advanced past what Kafka has. Errors are logged: these commits only feed
+// lag monitoring and the emit threshold of a future owner, which a lagging
+// commit keeps safe (it re-emits identical versions).
+func (j *joinStage) commit(ctx context.Context, parts []int32) {
+	j.mu.Lock()
+	if parts == nil {
+		parts = keysOf(j.workers)
+	}
+	offs := map[int32]kgo.EpochOffset{}
+	for _, p := range parts {
+		w := j.workers[p]
+		if w == nil {
+			continue
+		}
+		if pos := w.pos.Load(); pos > j.committed[p] {
+			offs[p] = kgo.EpochOffset{Epoch: -1, Offset: pos}
+		}
+	}
+	j.mu.Unlock()
+	if len(offs) == 0 {
+		return
+	}
+	var cerr error
+	j.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{j.topic: offs}, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
+					cerr = e
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		j.log.Warn("committing join positions to Kafka", "err", cerr)
+		j.m.Errors.WithLabelValues("join", "commit").Inc()
+		return
+	}
+	j.mu.Lock()
+	for p, o := range offs {
+		if _, owned := j.committed[p]; owned {
+			j.committed[p] = o.Offset
+		}
+	}
+	j.mu.Unlock()
+}
+
+func (j *joinStage) fail(err error) {
+	select {
+	case j.fatal <- err:
+	default:
+	}
+}
+
+// run dispatches records to workers until ctx is done or a worker fails;
+// then it stops every worker (finishing batches in progress), commits their
+// positions and leaves the group.
+func (j *joinStage) run(ctx context.Context) error {
+	defer j.cl.CloseAllowingRebalance()
+	err := j.dispatch(ctx)
+	j.mu.Lock()
+	parts := keysOf(j.workers)
+	j.mu.Unlock()
+	j.stopWorkers(parts)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	j.commit(cctx, parts)
+	cancel()
+	for _, p := range parts {
+		j.remove(p)
+	}
+	if err == nil {
+		select {
+		case err = <-j.fatal:
+		default:
+		}
+	}
+	return err
+}
+
+func (j *joinStage) dispatch(ctx context.Context) error {
+	pending := map[int32][][]*kgo.Record{}
+	lastCommit := time.Now()
+	max := j.cfg.State.BatchEvents
+	var errs errWindow
+	for {
+		select {
+		case err := <-j.fatal:
+			j.fail(err) // keep it for run
+			return nil
+		default:
+		}
+		j.deliverPending(pending)
+		// Poll with a deadline so that positions reach Kafka (lag
+		// monitoring) even while no new input arrives.
+		wait := j.cfg.Kafka.CommitInterval
+		if len(pending) > 0 {
+			wait = 50 * time.Millisecond
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fs := j.cl.PollRecords(pctx, max)
+		cancel()
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			j.cl.AllowRebalance()
+			return nil
+		}
+		if _, err := errs.check(fs, "join", j.m, j.log); err != nil {
+			j.cl.AllowRebalance()
+			return err
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			last := fp.Records[len(fp.Records)-1].Offset
+			j.m.ConsumerLag.WithLabelValues(strconv.Itoa(int(fp.Partition))).Set(float64(max64(fp.HighWatermark-last-1, 0)))
+			if q, ok := pending[fp.Partition]; ok {
+				pending[fp.Partition] = append(q, fp.Records)
+				return
+			}
+			j.mu.Lock()
+			w := j.workers[fp.Partition]
+			j.mu.Unlock()
+			if w == nil {
+				return // not ours (any more); the owner reads it from its position
+			}
+			select {
+			case w.in <- fp.Records:
+			default:
+				pending[fp.Partition] = [][]*kgo.Record{fp.Records}
+				j.cl.PauseFetchPartitions(map[string][]int32{j.topic: {fp.Partition}})
+			}
+		})
+		if time.Since(lastCommit) >= j.cfg.Kafka.CommitInterval {
+			j.commit(ctx, nil)
+			lastCommit = time.Now()
+		}
+		// Queued batches of partitions about to be revoked are dropped
+		// by their stopped workers; the next owner starts from the
+		// committed position. Drop our pending ones too.
+		j.cl.AllowRebalance()
+		j.mu.Lock()
+		for p := range pending {
+			if j.workers[p] == nil {
+				delete(pending, p)
+				j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+			}
+		}
+		j.mu.Unlock()
+	}
+}
+
+// deliverPending hands held batches to workers whose queues have room and
+// resumes fetching for partitions that caught up.
+func (j *joinStage) deliverPending(pending map[int32][][]*kgo.Record) {
+	for p, q := range pending {
+		j.mu.Lock()
+		w := j.workers[p]
+		j.mu.Unlock()
+		if w == nil {
+			delete(pending, p)
+			j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+			continue
+		}
+		for len(q) > 0 {
+			select {
+			case w.in <- q[0]:
+				q = q[1:]
+				continue
+			default:
+			}
+			break
+		}
+		if len(q) == 0 {
+			delete(pending, p)
+			j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+		} else {
+			pending[p] = q
+		}
+	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// metaClock names the version clock in a partition's state.
+const metaClock = "clock"
+
+// loadClock returns the version clock committed in st, or for a partition
+// without one (new, or written by cdcjoin ≤ wave 1) the legacy clock of
+// kafka.epoch; the partition's epoch markers raise it.
+func loadClock(st *joinstate.Store, legacyEpoch uint64) (version.Clock, error) {
+	b, err := st.Meta(metaClock)
+	if err != nil || b == nil {
+		return version.Legacy(legacyEpoch), err
+	}
+	var c version.Clock
+	return c, c.UnmarshalBinary(b)
+}
+
+// worker joins one keyed partition. It owns its store and sink.
+type worker struct {
+	j        *joinStage
+	p        int32
+	store    *joinstate.Store
+	sink     sink.Sink
+	buf      *sink.Buffer
+	join     *keyed.Join
+	emitFrom int64 // records below this offset were emitted by an earlier owner
+	clock    version.Clock
+
+	pos  atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
+	in   chan []*kgo.Record
+	stop chan struct{}
+	done chan struct{}
+
+	fan      int
+	upserts  int
+	retracts int
+	input    keyed.Input
+}
+
+func (w *worker) stopAndWait() {
+	close(w.stop)
+	<-w.done
+}
+
+func (w *worker) run() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		select {
+		case <-w.stop:
+			return
+		case recs := <-w.in:
+			if err := w.process(recs); err != nil {
+				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+				return
+			}
+		}
+	}
+}
+
+const writeChunk = 1024
+
+// process applies one batch in one state transaction, writes the changes to
+// the sink (in chunks, so a fan-out of millions streams), flushes it, and
+// only then commits the state with the new position and version clock. On
+// error nothing of the batch is committed.
+func (w *worker) process(recs []*kgo.Record) error {
+	ctx := context.Background()
+	pos := w.pos.Load()
+	t := w.store.Begin()
+	defer t.Abort()
+	clock := w.clock // committed with the batch, or dropped with it
+	defer w.buf.Discard()
+	bufEmit := w.buf.Emitter(ctx)
+	emit := func(c *row.Change) error {
+		w.fan++
+		if c.Op == row.Upsert {
+			w.upserts++
+		} else {
+			w.retracts++
+		}
+		return bufEmit(c)
+	}
+	w.upserts, w.retracts = 0, 0
+	rebuilt := 0
+	for _, r := range recs {
+		if r.Offset < pos {
+			continue // already applied (redelivered after a rewind)
+		}
+		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
+			return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		if w.input.Kind == keyed.EpochMarker {
+			clock.Raise(r.Offset, w.input.Epoch)
+			continue
+		}
+		w.fan = 0
+		e := emit
+		if r.Offset < w.emitFrom {
+			e = discard
+			rebuilt++
+		}
+		if err := w.join.Apply(t, &w.input, clock.At(r.Offset), e); err != nil {
+			return err
+		}
+		if r.Offset >= w.emitFrom {
+			w.j.m.FanOut.Observe(float64(w.fan))
+		}
+	}
+	last := recs[len(recs)-1].Offset
+	if last < pos {
+		return nil
+	}
+	if err := t.SetPosition(w.j.topic, w.p, last+1); err != nil {
+		return err
+	}
+	cb, _ := clock.MarshalBinary()
+	if err := t.SetMeta(metaClock, cb); err != nil {
+		return err
+	}
+	start := time.Now()
+	n, err := w.buf.Flush(ctx)
+	if err != nil {
+		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
+		return fmt.Errorf("sink: %w", err)
+	}
+	if n > 0 {
+		w.j.m.SinkFlushSeconds.Observe(time.Since(start).Seconds())
+		w.j.m.SinkBatchChanges.Observe(float64(n))
+		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
+		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
+	}
+	if err := t.Commit(); err != nil {
+		return err
+	}
+	w.clock = clock
+	w.pos.Store(last + 1)
+	if rebuilt > 0 {
+		w.j.m.StateRebuilt.Add(float64(rebuilt))
+	}
+	return nil
+}
+
+func discard(*row.Change) error { return nil }

@@ -1,0 +1,612 @@
+package kafkarun
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/deadletter"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// keying is the keying stage: it consumes the Debezium topics in the group
+// "<group>-keying", keys every event and produces the keyed records, all in
+// one Kafka transaction per poll (GroupTransactSession): the consumed source
+// offsets, the keyed records, the child-index changelog records and any
+// dead-lettered records commit together or not at all.
+//
+// Indexes: the child index (child pk → current join key and last row) of
+// the children on child-topic partition p lives in a local pebble store and
+// is mirrored to partition p of the compacted "<group>.child-index" topic
+// inside the same transactions; likewise the parent index (parent pk → last
+// row, to complete TOAST placeholders before the row enters the compacted
+// keyed topic) in "<group>.parent-index". When this instance is assigned p it rebuilds the local store
+// from that partition (read_committed, to its end), so the index always
+// matches the committed source offset of p: KIP-447 stable offset fetches
+// make the new owner wait until the previous owner's transaction is
+// resolved. Stale index entries (a child truncate only clears the index of
+// the partition that carried the truncate) cost no-op tombstones, never
+// wrong output.
+//
+// Concurrency: one goroutine (run) owns everything; the revoke/lost
+// callbacks touch the index map under mu, and BlockRebalanceOnPoll keeps
+// them out of a transaction in progress.
+type keying struct {
+	cfg  *config.Config
+	spec *keyed.Spec
+	log  *slog.Logger
+	m    *metrics.Metrics
+	base []kgo.Opt
+	adm  *kadm.Client
+	top  topology
+	sess *kgo.GroupTransactSession
+
+	dec     *job.Decoder
+	keyer   *keyed.Keyer
+	policy  deadletter.Policy
+	ev      debezium.Event
+	srcPart int32 // source partition of the record being keyed (changelog partition)
+	// keyTypesSaved is the decoder's KeyTypesLearned as last committed to
+	// the changelogs; keyTypesPending what the transaction in progress
+	// writes.
+	keyTypesSaved, keyTypesPending int
+
+	mu  sync.Mutex
+	idx map[sourcePart]*joinstate.Store // source partition → its index
+
+	txns map[sourcePart]*joinstate.Txn // per transaction
+	perr error                         // first produce error of the transaction
+	pmu  sync.Mutex
+	pctx context.Context // produce context of the transaction in progress
+	// logged is, per source partition, the changelog offset after the last
+	// index record the transaction in progress produced (under pmu).
+	logged map[sourcePart]int64
+}
+
+func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
+	k := &keying{
+		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
+		dec:    job.NewDecoder(cfg, spec),
+		keyer:  keyed.NewKeyer(spec),
+		idx:    map[sourcePart]*joinstate.Store{},
+		txns:   map[sourcePart]*joinstate.Txn{},
+		logged: map[sourcePart]int64{},
+	}
+	// The keyed topic is compacted: parent rows must be complete in it.
+	k.keyer.ResolveParents = true
+	// Every index write goes to the index's changelog topic, in the same
+	// transaction.
+	k.keyer.Changelog = k.changelog
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		k.policy.Writer = k
+	}
+	kc := &cfg.Kafka
+	opts := append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumerGroup(kc.KeyingGroup()),
+		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(kc.SessionTimeout),
+		kgo.TransactionalID(kc.Group+"-keying-"+kc.InstanceID),
+		kgo.TransactionTimeout(kc.TransactionTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.OnPartitionsRevoked(k.dropPartitions),
+		kgo.OnPartitionsLost(k.dropPartitions),
+	)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: keying: kafka client: %w", err)
+	}
+	k.sess = sess
+	return k, nil
+}
+
+// sourcePart names a source partition: the side's topic and a partition.
+type sourcePart struct {
+	side row.Side
+	part int32
+}
+
+// dropPartitions closes the indexes of revoked or lost partitions; a later
+// assignment restores them from the changelog.
+func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, side := range []row.Side{row.Parent, row.Child} {
+		for _, p := range lost[k.topicOf(side)] {
+			sp := sourcePart{side, p}
+			if s := k.idx[sp]; s != nil {
+				if err := s.Close(); err != nil {
+					k.log.Warn("closing index", "side", side, "partition", p, "err", err)
+				}
+				delete(k.idx, sp)
+			}
+		}
+	}
+}
+
+func (k *keying) topicOf(side row.Side) string {
+	if side == row.Parent {
+		return k.cfg.Parent.Topic
+	}
+	return k.cfg.Child.Topic
+}
+
+// indexTopic is the changelog of side's index.
+func (k *keying) indexTopic(side row.Side) string {
+	if side == row.Parent {
+		return k.cfg.Kafka.ParentIndexTopic()
+	}
+	return k.cfg.Kafka.ChildIndexTopic()
+}
+
+// close ends the session (leaving the group) and closes the indexes.
+func (k *keying) close() {
+	k.sess.CloseAllowingRebalance()
+	k.mu.Lock()
+	all := map[string][]int32{}
+	for sp := range k.idx {
+		all[k.topicOf(sp.side)] = append(all[k.topicOf(sp.side)], sp.part)
+	}
+	k.mu.Unlock()
+	k.dropPartitions(nil, nil, all)
+}
+
+// run polls, keys and commits until ctx is done (then it returns nil after
+// finishing the transaction in progress) or a fatal error occurs.
+func (k *keying) run(ctx context.Context) error {
+	max := k.cfg.State.BatchEvents
+	var errs errWindow
+	for {
+		fs := k.sess.PollRecords(ctx, max)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			k.sess.AllowRebalance()
+			return nil
+		}
+		hadErr, err := errs.check(fs, "keying", k.m, k.log)
+		if err != nil {
+			k.sess.AllowRebalance()
+			return err
+		}
+		if hadErr && fs.NumRecords() == 0 {
+			k.sess.AllowRebalance()
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if fs.NumRecords() == 0 {
+			k.sess.AllowRebalance()
+			continue
+		}
+		if err := k.transact(ctx, fs); err != nil {
+			k.sess.AllowRebalance()
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return nil // shutdown during a restore: nothing was committed
+			}
+			return err
+		}
+		k.sess.AllowRebalance()
+	}
+}
+
+// transact keys one poll's records inside one transaction and commits it.
+func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
+	// Bring the indexes of newly assigned partitions up to date before the
+	// transaction begins: a long rebuild must not run into the
+	// transaction timeout.
+	var rerr error
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if side := k.dec.Side(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
+			_, rerr = k.index(ctx, sourcePart{side, p.Partition})
+		}
+	})
+	if rerr != nil {
+		return rerr
+	}
+	if err := k.sess.Begin(); err != nil {
+		return fmt.Errorf("cdcjoin: keying: begin transaction: %w", err)
+	}
+	k.perr = nil
+	clear(k.logged)
+	// Records of a transaction are produced even while shutting down, so
+	// that the poll in progress commits as a whole (drain).
+	pctx := context.WithoutCancel(ctx)
+	var err error
+	fs.EachRecord(func(r *kgo.Record) {
+		if err == nil {
+			err = k.record(ctx, pctx, r)
+		}
+	})
+	if err == nil {
+		k.saveKeyTypes(pctx)
+	}
+	k.pmu.Lock()
+	if err == nil {
+		err = k.perr
+	}
+	k.pmu.Unlock()
+	// Use a context that survives shutdown so that the transaction in
+	// progress ends (commits or aborts) instead of dangling.
+	ectx := context.WithoutCancel(ctx)
+	if err != nil {
+		_, aerr := k.sess.End(ectx, kgo.TryAbort)
+		k.abortTxns()
+		if aerr != nil {
+			k.log.Warn("abort transaction", "err", aerr)
+		}
+		return err
+	}
+	committed, err := k.sess.End(ectx, kgo.TryCommit)
+	if err != nil {
+		k.abortTxns()
+		return fmt.Errorf("cdcjoin: keying: end transaction: %w", err)
+	}
+	if !committed {
+		// A rebalance intervened: the session rewound to the committed
+		// offsets; the index changes are discarded with the transaction.
+		k.abortTxns()
+		k.log.Info("transaction aborted by a rebalance; records will be re-keyed")
+		return nil
+	}
+	k.keyTypesSaved = max(k.keyTypesSaved, k.keyTypesPending)
+	k.pmu.Lock()
+	logged := maps.Clone(k.logged)
+	k.pmu.Unlock()
+	for p, t := range k.txns {
+		delete(k.txns, p)
+		// The local index now reflects its changelog up to the records
+		// just committed: a restart reads only what comes after.
+		if next, ok := logged[p]; ok {
+			if err := t.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(next))); err != nil {
+				t.Abort()
+				return fmt.Errorf("cdcjoin: keying: %s index partition %d: %w", p.side, p.part, err)
+			}
+		}
+		if err := t.Commit(); err != nil {
+			// The changelog is ahead of the local index: drop it, a
+			// restore rebuilds it.
+			return fmt.Errorf("cdcjoin: keying: child index partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func (k *keying) abortTxns() {
+	for p, t := range k.txns {
+		t.Abort()
+		delete(k.txns, p)
+	}
+}
+
+// record keys one source record. Bad records follow the error policy; other
+// errors are fatal.
+func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
+	// Restore the partition's index (and what the decoder learned) first,
+	// so the record is decoded knowing it.
+	var t *joinstate.Txn
+	if side := k.dec.Side(r.Topic); side != 0 {
+		var err error
+		if t, err = k.txn(ctx, sourcePart{side, r.Partition}); err != nil {
+			return err
+		}
+	}
+	side, ok, err := k.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &k.ev)
+	if err != nil {
+		var de *debezium.DecodeError
+		kind := "decode"
+		if errors.As(err, &de) {
+			kind = de.Kind.String()
+		}
+		return k.bad(pctx, r, kind, err)
+	}
+	if !ok {
+		k.m.EventsConsumed.WithLabelValues(r.Topic, "tombstone").Inc()
+		return nil
+	}
+	k.m.EventsConsumed.WithLabelValues(r.Topic, k.ev.Op.String()).Inc()
+	k.srcPart, k.pctx, k.keyer.Partition = r.Partition, pctx, r.Partition
+	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
+		return k.produce(pctx, in)
+	})
+	var ke *keyed.KeyError
+	if errors.As(err, &ke) {
+		return k.bad(pctx, r, "key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+	}
+	return err
+}
+
+// keyTypesKey is the reserved index-changelog key under which the keying
+// stage keeps what its decoder learned about key column types
+// (job.Decoder.KeyTypes); index keys are encoded tuples, which never begin
+// with 0xff.
+const keyTypesKey = "\xffkey-types"
+
+// saveKeyTypes writes the decoder's learned key types to the changelogs of
+// every source partition this instance holds, in the transaction in
+// progress, when they changed since the last save.
+func (k *keying) saveKeyTypes(ctx context.Context) {
+	learned := k.dec.KeyTypesLearned()
+	if learned == k.keyTypesSaved {
+		return
+	}
+	b := k.dec.KeyTypes()
+	k.mu.Lock()
+	parts := make([]sourcePart, 0, len(k.idx))
+	for sp := range k.idx {
+		parts = append(parts, sp)
+	}
+	k.mu.Unlock()
+	for _, sp := range parts {
+		k.sess.Produce(ctx, &kgo.Record{Topic: k.indexTopic(sp.side), Partition: sp.part, Key: []byte(keyTypesKey), Value: b}, k.promise)
+	}
+	k.keyTypesPending = learned
+}
+
+// txn returns the transaction of source partition p's index.
+func (k *keying) txn(ctx context.Context, p sourcePart) (*joinstate.Txn, error) {
+	if t := k.txns[p]; t != nil {
+		return t, nil
+	}
+	s, err := k.index(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	t := s.Begin()
+	k.txns[p] = t
+	return t, nil
+}
+
+// index returns source partition p's index store, restoring it first if
+// this instance was just assigned p.
+func (k *keying) index(ctx context.Context, p sourcePart) (*joinstate.Store, error) {
+	k.mu.Lock()
+	s := k.idx[p]
+	k.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := k.restore(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.idx[p] = s
+	k.mu.Unlock()
+	return s, nil
+}
+
+// Local index metadata.
+const (
+	// metaChangelog is the changelog offset up to which (exclusive) the
+	// local index reflects its changelog partition.
+	metaChangelog = "changelog"
+	// metaIndexShape identifies the projection the index was built for.
+	metaIndexShape = "shape"
+)
+
+// restore opens source partition sp's local index, bringing it up to date
+// with its changelog: an index left by an earlier run of this instance
+// (same projection, its changelog position still in the log) reads only
+// the records after its position; otherwise it is rebuilt from the whole
+// changelog partition. Either way it then matches the committed source
+// offset of sp (KIP-447 stable offsets make a new owner wait for the
+// previous owner's transaction).
+func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, error) {
+	p := sp.part
+	start := time.Now()
+	dir := filepath.Join(k.cfg.State.Dir, "keying", sp.side.String()+"-"+strconv.Itoa(int(p)))
+	topic := k.indexTopic(sp.side)
+	so := job.StateOptions(k.cfg, dir)
+	so.CacheBytes = 8 << 20
+	shape := []byte(fmt.Sprintf("%v|%v", k.spec.ParentColumns, k.spec.ChildColumns))
+	s, from, err := k.reusable(so, topic, p, shape)
+	if err != nil {
+		return nil, err
+	}
+	mode := "reuse"
+	if s == nil {
+		mode = "rebuild"
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", sp.side, err)
+		}
+		if s, err = joinstate.Open(so); err != nil {
+			return nil, err
+		}
+	}
+	t := s.Begin()
+	n := 0
+	next := from
+	err = readPartition(ctx, k.base, k.adm, topic, p, from, func(r *kgo.Record) error {
+		n++
+		next = r.Offset + 1
+		if string(r.Key) == keyTypesKey {
+			if r.Value != nil && k.dec.KeyTypesLearned() == 0 {
+				return k.dec.RestoreKeyTypes(r.Value)
+			}
+			return nil
+		}
+		switch {
+		case sp.side == row.Parent && r.Value == nil:
+			return t.DeleteParentIndex(r.Key)
+		case sp.side == row.Parent:
+			return t.SetParentIndex(r.Key, r.Value)
+		case r.Value == nil:
+			return t.DeleteChildIndex(r.Key)
+		}
+		return t.SetChildIndex(r.Key, r.Value)
+	})
+	if err == nil {
+		err = t.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(next)))
+	}
+	if err == nil {
+		err = t.SetMeta(metaIndexShape, shape)
+	}
+	if err == nil {
+		err = t.Commit()
+	} else {
+		t.Abort()
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", sp.side, p, err)
+	}
+	if mode == "reuse" && n > 0 {
+		mode = "catch-up"
+	}
+	k.m.IndexRestoreRecords.WithLabelValues(sp.side.String(), mode).Add(float64(n))
+	k.log.Info("index ready", "side", sp.side, "partition", p, "mode", mode, "records_read", n, "elapsed", time.Since(start).Round(time.Millisecond))
+	return s, nil
+}
+
+// reusable opens the local index in so.Dir when it was left by an earlier
+// run for the same projection and its changelog position is still in the
+// partition's log; it returns the store and the offset to read from, or a
+// nil store (rebuild from the log start).
+func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []byte) (*joinstate.Store, int64, error) {
+	if _, err := os.Stat(so.Dir); err != nil {
+		return nil, 0, nil
+	}
+	s, err := joinstate.Open(so)
+	if err != nil {
+		k.log.Warn("local index unusable; rebuilding it from the changelog", "dir", so.Dir, "err", err)
+		return nil, 0, nil
+	}
+	pos, err1 := s.Meta(metaChangelog)
+	sh, err2 := s.Meta(metaIndexShape)
+	if err1 != nil || err2 != nil || len(pos) != 8 || string(sh) != string(shape) {
+		s.Close()
+		return nil, 0, nil
+	}
+	from := int64(binary.BigEndian.Uint64(pos))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	starts, err := k.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var end int64
+	if err == nil {
+		end, err = partitionEnd(ctx, k.adm, topic, p)
+	}
+	if err != nil {
+		s.Close()
+		return nil, 0, fmt.Errorf("cdcjoin: keying: %s/%d offsets: %w", topic, p, err)
+	}
+	st, _ := starts.Lookup(topic, p)
+	if from < st.Offset || from > end {
+		// Compacted or deleted past the position, or another log: rebuild.
+		s.Close()
+		return nil, 0, nil
+	}
+	return s, from, nil
+}
+
+// produce sends the keyed record(s) of in within the current transaction.
+func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
+	key := keyed.AppendRecordKey(nil, in)
+	val := keyed.AppendRecordValue(nil, in)
+	topic := k.cfg.Kafka.KeyedTopic()
+	k.m.KeyedRecords.WithLabelValues(in.Kind.String()).Inc()
+	if in.Kind == keyed.Truncate {
+		for p := int32(0); p < k.top.keyedParts; p++ {
+			k.sess.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: val}, k.promise)
+		}
+		return nil
+	}
+	k.sess.Produce(ctx, &kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val}, k.promise)
+	return nil
+}
+
+// changelog mirrors one index write of the keyer to the index's changelog
+// topic (partition = the source partition), within the current transaction.
+func (k *keying) changelog(side row.Side, key, entry []byte) error {
+	r := &kgo.Record{Topic: k.indexTopic(side), Partition: k.srcPart, Key: append([]byte(nil), key...)}
+	if entry != nil {
+		r.Value = append([]byte(nil), entry...)
+	}
+	k.sess.Produce(k.pctx, r, k.promise)
+	return nil
+}
+
+func (k *keying) promise(r *kgo.Record, err error) {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	if err != nil {
+		if k.perr == nil {
+			k.perr = fmt.Errorf("cdcjoin: keying: produce: %w", err)
+		}
+		return
+	}
+	var side row.Side
+	switch r.Topic {
+	case k.cfg.Kafka.ChildIndexTopic():
+		side = row.Child
+	case k.cfg.Kafka.ParentIndexTopic():
+		side = row.Parent
+	default:
+		return
+	}
+	sp := sourcePart{side, r.Partition}
+	if r.Offset >= k.logged[sp] {
+		k.logged[sp] = r.Offset + 1
+	}
+}
+
+// bad applies the error policy to a record that cannot be decoded or
+// keyed: stop returns err (the transaction aborts, nothing past the record
+// commits); dlq sends the original record with provenance headers to the
+// dead-letter topic inside the transaction.
+func (k *keying) bad(ctx context.Context, r *kgo.Record, kind string, err error) error {
+	k.m.Errors.WithLabelValues("keying", kind).Inc()
+	l := deadletter.Letter{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+		Stage: "keying", Kind: kind, Err: err}
+	for _, h := range r.Headers {
+		l.Headers = append(l.Headers, deadletter.Header{Key: h.Key, Value: h.Value})
+	}
+	return k.policy.Handle(ctx, &l)
+}
+
+// DeadLetter implements deadletter.Writer: the letter goes to the
+// dead-letter topic in the transaction in progress.
+func (k *keying) DeadLetter(ctx context.Context, l *deadletter.Letter) error {
+	k.m.DeadLettered.WithLabelValues("keying").Inc()
+	k.log.Warn("bad record sent to the dead-letter topic", "topic", l.Topic, "partition", l.Partition, "offset", l.Offset, "err", l.Err)
+	k.sess.Produce(ctx, DeadLetterRecord(l, k.cfg.Errors.DLQTopic), k.promise)
+	return nil
+}
+
+// DeadLetterRecord returns the dead-letter record of l: the original key,
+// value and headers plus the provenance headers, for partition 0 of topic.
+func DeadLetterRecord(l *deadletter.Letter, topic string) *kgo.Record {
+	var hs []kgo.RecordHeader
+	for _, h := range l.ProvenanceHeaders() {
+		hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return &kgo.Record{Topic: topic, Partition: 0, Key: l.Key, Value: l.Value, Headers: hs}
+}
+
+func keysOf[V any](m map[int32]V) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+package kafkarun_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/internal/testenv"
+)
+
+// TestRealKafka runs the oracle workload against a real Apache Kafka
+// broker (deploy/local/kafka.sh), on fresh topics and groups.
+func TestRealKafka(t *testing.T) {
+	brokers := testenv.Require(t, testenv.KafkaEnv, "Kafka")
+	seed := time.Now().UnixNano() % 1000
+	run := fmt.Sprintf("cdcjoin-test-%d-%d", time.Now().Unix(), seed)
+	o := oracleOptions(seed)
+	o.Ops, o.Users, o.Domains = 3000, 50, 100
+	o.ParentTopic, o.ChildTopic = run+".public.users", run+".public.domains"
+	h := generate(t, o)
+	addrs := strings.Split(brokers, ",")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if _, err := adm.CreateTopics(ctx, int32(o.Partitions), -1, nil, o.ParentTopic, o.ChildTopic); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, addrs, h.Records)
+	cfg := jobConfig(t, jobOpts{name: run, brokers: brokers, stateDir: t.TempDir(),
+		parentTopic: o.ParentTopic, childTopic: o.ChildTopic})
+	m := newModel()
+	in := start(t, cfg, m.sink())
+	want := oracle(h, false)
+	diff, err := m.waitEqual(want, 120*time.Second, in)
+	if serr := in.stop(t); serr != nil {
+		t.Errorf("seed %d: Run: %v", seed, serr)
+	}
+	if err != nil || diff != "" {
+		t.Fatalf("seed %d: %v\n%s", seed, err, diff)
+	}
+	checkFinal(t, seed, m, want)
+	adm.DeleteTopics(ctx, o.ParentTopic, o.ChildTopic, cfg.Kafka.KeyedTopic(), cfg.Kafka.ChildIndexTopic())
+}

@@ -1,0 +1,255 @@
+// Package runtime runs a cdcjoin job on Kafka: the keying stage (Debezium
+// topics → the compacted "<group>.keyed" topic, transactionally) and the
+// join stage (one worker per owned keyed partition, pebble state, a sink),
+// coordinated by Kafka consumer groups. Any number of processes may run the
+// same job; partitions spread over them.
+//
+// Progress and exactly-once effects:
+//   - keying: the consumed source offsets, the keyed records, the child
+//     index changelog and dead-lettered records commit in one Kafka
+//     transaction (franz-go GroupTransactSession, KIP-447).
+//   - join: per batch, changes are written to the sink and flushed, then the
+//     state and the keyed position commit in one pebble batch, then (every
+//     kafka.commit_interval) the position is committed to Kafka for lag
+//     monitoring and as the emit threshold of a future owner. A crash at any
+//     point re-emits identical (row, version) pairs, which
+//     "highest version wins" sinks absorb.
+//
+// Versions: each keyed partition's worker numbers its records with a
+// version.Clock (version = epoch<<24 | offset-based seq, see package
+// version). Run writes an epoch marker to every keyed partition before it
+// keys anything, so everything keyed after a start gets versions above
+// everything emitted before it — by an earlier keyed topic of the same
+// name, a different partition layout, or a replay into the same table.
+// Markers have unique keys, so compaction keeps them and a partition rebuilt
+// from the topic reproduces every version. Records read before any marker
+// (keyed topics of cdcjoin ≤ wave 1) keep the legacy kafka.epoch<<48 |
+// offset+1.
+//
+// Rebalancing: a newly assigned keyed partition reuses its local state when
+// the state's position is at or past the group's committed offset;
+// otherwise it continues from the local position (or rebuilds from the log
+// start without local state), applying records below the committed offset
+// without emitting. Compaction keeps this exact as long as the join group
+// lags the log end by less than kafka.min_compaction_lag.
+//
+// Truncates: a truncate is broadcast to every keyed partition in the order
+// the keying stage consumed it; on multi-partition source topics its order
+// against records of the table's other partitions is whatever the consumer
+// saw (Kafka gives no order across partitions). A truncate marker is
+// compacted like other records, so a state rebuilt from a compacted topic
+// can miss a truncate whose marker was superseded by a later truncate.
+package kafkarun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/version"
+)
+
+// Options are what the caller supplies besides the configuration.
+type Options struct {
+	// Sink receives every change. It is shared by the partition workers;
+	// the runtime serializes calls to it (Write and Flush under one lock),
+	// so it need not be safe for concurrent use. The runtime does not close
+	// it. Exactly one of Sink and NewSink must be set.
+	Sink sink.Sink
+	// NewSink, if set, makes one sink per owned keyed partition; the
+	// runtime closes each when the partition's worker stops.
+	NewSink func(partition int32) (sink.Sink, error)
+	// Logger receives structured logs (default: discard).
+	Logger *slog.Logger
+	// Registry registers the Prometheus collectors (default: none, unless
+	// kafka.metrics_addr is set, then a fresh registry served there).
+	Registry prometheus.Registerer
+	// Gatherer is served on kafka.metrics_addr (default: Registry if it is
+	// a Gatherer).
+	Gatherer prometheus.Gatherer
+	// Ready, if set, is set once both stages run and cleared on return.
+	Ready *metrics.Readiness
+	// ClientOpts are appended to every Kafka client's options (tests:
+	// shorter timeouts, fault injection hooks).
+	ClientOpts []kgo.Opt
+}
+
+// Run runs the job until ctx is done, then drains: the batch in progress
+// of each stage finishes and commits, the groups are left, and Run returns
+// nil. Any fatal error (an unreachable cluster, a missing source topic, a
+// bad record under policy stop, a sink failure) stops both stages and is
+// returned; what was committed before stays committed, nothing after it.
+func Run(ctx context.Context, cfg *config.Config, opts Options) error {
+	if err := cfg.ValidateForKafka(); err != nil {
+		return err
+	}
+	if (opts.Sink == nil) == (opts.NewSink == nil) {
+		return errors.New("cdcjoin: runtime: set exactly one of Options.Sink and Options.NewSink")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	log = log.With("job", cfg.Name)
+	reg, gat := opts.Registry, opts.Gatherer
+	if reg == nil && cfg.Kafka.MetricsAddr != "" {
+		r := prometheus.NewRegistry()
+		reg, gat = r, r
+	}
+	if gat == nil {
+		gat, _ = reg.(prometheus.Gatherer)
+	}
+	m, err := metrics.New(reg)
+	if err != nil {
+		return err
+	}
+	var stage atomic.Pointer[joinStage] // set once the join stage exists
+	if reg != nil {
+		sc := metrics.NewStateCollector(func() []metrics.StoreStats {
+			if j := stage.Load(); j != nil {
+				return j.storeStats()
+			}
+			return nil
+		})
+		if err := reg.Register(sc); err != nil {
+			return fmt.Errorf("cdcjoin: metrics: %w", err)
+		}
+		defer reg.Unregister(sc)
+	}
+	newSink := opts.NewSink
+	if newSink == nil {
+		shared := &lockedSink{s: opts.Sink}
+		newSink = func(int32) (sink.Sink, error) { return shared, nil }
+	}
+
+	base, err := clientOpts(&cfg.Kafka, log)
+	if err != nil {
+		return err
+	}
+	base = append(base, opts.ClientOpts...)
+	admCl, err := kgo.NewClient(append(base, kgo.MetadataMinAge(100*time.Millisecond))...)
+	if err != nil {
+		return fmt.Errorf("cdcjoin: kafka client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	top, err := setup(ctx, cfg, adm, admCl, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing to drain
+		}
+		return err
+	}
+	spec, err := job.Spec(cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeEpochMarkers(ctx, cfg, base, top, version.Propose(time.Now())); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	if cfg.Kafka.MetricsAddr != "" && gat != nil {
+		srv, err := metrics.Listen(cfg.Kafka.MetricsAddr, gat, opts.Ready)
+		if err != nil {
+			return err
+		}
+		log.Info("serving metrics", "addr", srv.Addr())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ctx); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	k, err := newKeying(cfg, spec, base, adm, top, log, m)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	j, err := newJoinStage(cfg, spec, base, newSink, log, m)
+	if err != nil {
+		k.close()
+		cancel()
+		wg.Wait()
+		return err
+	}
+	stage.Store(j)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer k.close()
+		if err := k.run(ctx); err != nil {
+			errs <- err
+			cancel()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := j.run(ctx); err != nil {
+			errs <- err
+			cancel()
+		}
+	}()
+	if opts.Ready != nil {
+		opts.Ready.Set(true)
+		defer opts.Ready.Set(false)
+	}
+	log.Info("running", "keyed_topic", cfg.Kafka.KeyedTopic(), "keyed_partitions", top.keyedParts)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	if len(all) > 0 {
+		log.Error("stopped", "err", all[0])
+		return all[0]
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// lockedSink serializes a shared sink's calls. Close is a no-op: the
+// caller owns the shared sink.
+type lockedSink struct {
+	mu sync.Mutex
+	s  sink.Sink
+}
+
+func (l *lockedSink) Write(ctx context.Context, cs []row.Change) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Write(ctx, cs)
+}
+
+func (l *lockedSink) Flush(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Flush(ctx)
+}
+
+func (l *lockedSink) Close() error { return nil }
