@@ -126,6 +126,12 @@ type Store struct {
 	db    *pebble.DB
 	sync  bool
 	cache *rowCache // nil when disabled
+	h     *health   // the store's Fault, if any (see fault.go)
+
+	rec      *commitRecord // the commit file (see commitrec.go)
+	commits  uint64        // commits made (metaCommits); the writer's
+	fs       vfs.FS        // for checkSpace
+	headroom uint64        // free bytes needed to commit (see checkSpace)
 
 	mu   sync.Mutex  // guards gens
 	gens generations // committed generations
@@ -156,9 +162,15 @@ type Stats struct {
 func (s *Store) Stats() (st Stats, ok bool) {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
-	if s.closed {
+	if s.closed || s.h.err() != nil {
 		return st, false
 	}
+	// Pebble's metrics take its mutex, which a failed disk can leave held.
+	err := s.guard(func() error { st = s.stats(); return nil })
+	return st, err == nil
+}
+
+func (s *Store) stats() (st Stats) {
 	st.DiskBytes = s.DiskBytes()
 	st.ParentBytes = s.prefixBytes(prefixParent)
 	st.ChildBytes = s.prefixBytes(prefixChild)
@@ -171,7 +183,7 @@ func (s *Store) Stats() (st Stats, ok bool) {
 	if s.cache != nil {
 		st.RowCacheHits, st.RowCacheMisses = s.cache.hits.Load(), s.cache.misses.Load()
 	}
-	return st, true
+	return st
 }
 
 // generations holds the current generation of each clearable keyspace.
@@ -233,25 +245,48 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 }
 
 // Open opens (creating if needed) the store in opts.Dir. It applies the
-// defaults and validates opts first.
+// defaults and validates opts first. On the OS file system the directory
+// is created 0700 and pebble's files 0600. Disk failures and corruption,
+// when opening or later, are reported as a *Fault (see fault.go); so is a
+// state that opened older than its last commit without an OS restart (see
+// commitrec.go).
 func Open(opts Options) (*Store, error) {
+	osFS := opts.FS == nil
 	if err := opts.EnsureDefaults().Validate(); err != nil {
 		return nil, err
 	}
+	fs := opts.FS
+	if osFS {
+		if err := makePrivateDir(opts.Dir); err != nil {
+			return nil, err
+		}
+		fs = privateFS{fs}
+	}
+	h := newHealth(opts.Dir)
+	el := h.listener()
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
-	po := &pebble.Options{Cache: cache, FS: opts.FS, Logger: opts.Logger, MemTableSize: opts.MemTableBytes}
+	po := &pebble.Options{Cache: cache, FS: fs, Logger: faultLogger{h: h, inner: opts.Logger}, EventListener: &el,
+		MemTableSize: opts.MemTableBytes}
 	// Most lookups are point gets of keys that often do not exist (a new
 	// child, a parent not seen yet): bloom filters let them skip tables.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	po.EnsureDefaults()
-	db, err := pebble.Open(opts.Dir, po)
+	s := &Store{sync: opts.Sync, h: h, fs: fs, headroom: headroom(po.MemTableSize)}
+	err := s.guard(func() error {
+		var err error
+		s.db, err = pebble.Open(opts.Dir, po)
+		return err
+	})
 	if err != nil {
+		var f *Fault
+		if errors.As(err, &f) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("cdcjoin: open state %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, sync: opts.Sync}
 	if !opts.DisableRowCache {
 		s.cache = newRowCache(opts.RowCacheBytes)
 	}
@@ -262,8 +297,24 @@ func Open(opts Options) (*Store, error) {
 	if err == nil && s.cache != nil {
 		err = s.markEmptyComplete()
 	}
+	var commits []byte
+	if err == nil {
+		commits, err = s.Meta(metaCommits)
+	}
+	if err == nil && len(commits) == 8 {
+		s.commits = binary.BigEndian.Uint64(commits)
+	}
+	if err == nil {
+		// A rollback leaves pebble healthy (Close below releases it): it
+		// is not recorded as the store's fault.
+		s.rec, err = openCommitRecord(fs, opts.Dir, s.commits, opts.Sync)
+		var f *Fault
+		if err != nil && !errors.As(err, &f) {
+			err = s.h.check(fmt.Errorf("cdcjoin: state %s: commit file: %w", opts.Dir, err))
+		}
+	}
 	if err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -276,13 +327,13 @@ func (s *Store) markEmptyComplete() error {
 		hdr := s.gens.header(nil, prefix)
 		it, err := s.db.NewIter(prefixBounds(hdr))
 		if err != nil {
-			return fmt.Errorf("cdcjoin: state: %w", err)
+			return s.h.check(fmt.Errorf("cdcjoin: state: %w", err))
 		}
 		empty := !it.First()
 		err = it.Error()
 		it.Close()
 		if err != nil {
-			return fmt.Errorf("cdcjoin: state: %w", err)
+			return s.h.check(fmt.Errorf("cdcjoin: state: %w", err))
 		}
 		if empty {
 			s.cache.setComplete(prefix, s.gens[genSlot(prefix)])
@@ -291,12 +342,27 @@ func (s *Store) markEmptyComplete() error {
 	return nil
 }
 
-// Close closes the store. Uncommitted Txns are discarded.
+// Close closes the store. Uncommitted Txns are discarded. A store with a
+// Fault is not closed (pebble's goroutines may hold its locks for good):
+// Close returns the Fault at once, and the process should exit.
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	s.closed = true
 	s.closeMu.Unlock()
-	if err := s.db.Close(); err != nil {
+	if err := s.h.err(); err != nil {
+		return err
+	}
+	if s.rec != nil {
+		s.rec.close()
+	}
+	if s.db == nil {
+		return nil
+	}
+	if err := s.guard(s.db.Close); err != nil {
+		var f *Fault
+		if errors.As(err, &f) {
+			return err
+		}
 		return fmt.Errorf("cdcjoin: close state: %w", err)
 	}
 	return nil
@@ -320,20 +386,28 @@ func (s *Store) Begin() *Txn {
 
 // Position returns the committed next offset to consume for topic/partition.
 func (s *Store) Position(topic string, partition int32) (int64, bool, error) {
+	if err := s.h.err(); err != nil {
+		return 0, false, err
+	}
 	v, closer, err := s.db.Get(positionKey(nil, topic, partition))
-	return decodePosition(v, closer, err)
+	p, ok, err := decodePosition(v, closer, err)
+	return p, ok, s.h.check(err)
 }
 
 // Meta returns a committed metadata value (nil if absent).
 func (s *Store) Meta(name string) ([]byte, error) {
-	return getCopy(s.db.Get(metaKey(name)))
+	if err := s.h.err(); err != nil {
+		return nil, err
+	}
+	v, err := getCopy(s.db.Get(metaKey(name)))
+	return v, s.h.check(err)
 }
 
 // Positions calls fn for every committed input position.
 func (s *Store) Positions(fn func(topic string, partition int32, next int64) error) error {
 	it, err := s.db.NewIter(prefixBounds([]byte{prefixPosition}))
 	if err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
+		return s.h.check(fmt.Errorf("cdcjoin: state: %w", err))
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
@@ -347,7 +421,7 @@ func (s *Store) Positions(fn func(topic string, partition int32, next int64) err
 			return err
 		}
 	}
-	return it.Error()
+	return s.h.check(it.Error())
 }
 
 // DiskBytes estimates the state's size on disk.
@@ -368,7 +442,7 @@ func (s *Store) estimate(lo, hi []byte) uint64 {
 
 // Flush flushes memtables to disk (used by benchmarks that measure bytes on
 // disk per row).
-func (s *Store) Flush() error { return s.db.Flush() }
+func (s *Store) Flush() error { return s.guard(s.db.Flush) }
 
 func decodePosition(v []byte, closer io.Closer, err error) (int64, bool, error) {
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -452,17 +526,44 @@ func (t *Txn) Commit() error {
 	if t.genSet {
 		err = t.b.Set(metaKey(metaGenerations), t.gens.encode(), nil)
 	}
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], t.s.commits+1)
 	if err == nil {
-		err = t.b.Commit(opts)
+		err = t.b.Set(metaKey(metaCommits), n[:], nil)
 	}
-	t.b.Close()
+	if err == nil {
+		err = t.s.checkSpace()
+	}
+	if err == nil {
+		b := t.b
+		err = t.s.guard(func() error { return b.Commit(opts) })
+	}
+	if t.s.h.err() == nil { // else pebble may still hold the batch
+		t.b.Close()
+	}
 	t.b = nil
 	if err != nil {
 		if t.s.cache != nil {
 			t.s.cache.rollback(t.undo)
 			t.undo = nil
 		}
+		var f *Fault
+		if errors.As(err, &f) {
+			return err
+		}
 		return fmt.Errorf("cdcjoin: state: commit: %w", err)
+	}
+	t.s.commits++
+	if t.s.rec != nil {
+		if err := t.s.rec.write(t.s.commits); err != nil {
+			// The batch is committed, but a later open could not tell a
+			// rollback: stop here.
+			f := classify(t.s.h.dir, err)
+			if f == nil {
+				f = &Fault{Dir: t.s.h.dir, File: commitFile, Kind: FaultIO, Err: err}
+			}
+			return t.s.h.fail(f)
+		}
 	}
 	if t.genSet {
 		t.s.mu.Lock()
@@ -523,7 +624,7 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("cdcjoin: state: read: %w", err)
+		return nil, false, t.s.h.check(fmt.Errorf("cdcjoin: state: read: %w", err))
 	}
 	t.val = append(t.val[:0], v...)
 	closer.Close()
@@ -676,7 +777,7 @@ func (t *Txn) iter(prefix []byte) (*pebble.Iterator, func(error) error, error) {
 	t.itBusy = true
 	return it, func(err error) error {
 		if ierr := it.Error(); err == nil && ierr != nil {
-			err = fmt.Errorf("cdcjoin: state: %w", ierr)
+			err = t.s.h.check(fmt.Errorf("cdcjoin: state: %w", ierr))
 		}
 		if reuse {
 			t.itBusy = false
@@ -755,10 +856,10 @@ func (t *Txn) Groups(fn func(joinKey, parent []byte, children ChildScan) error) 
 		}
 	}
 	if err := pit.Error(); err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
+		return t.s.h.check(fmt.Errorf("cdcjoin: state: %w", err))
 	}
 	if err := cit.Error(); err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
+		return t.s.h.check(fmt.Errorf("cdcjoin: state: %w", err))
 	}
 	return nil
 }
