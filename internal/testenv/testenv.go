@@ -34,3 +34,14 @@ func Require(t testing.TB, env, what string) string {
 	t.Skipf("%s not set: skipping %s integration test (run `make test` to start the servers)", env, what)
 	return ""
 }
+
+// Unavailable skips the test because something it needs (a server, root,
+// a fixture) is missing: a skip on a developer machine, a failure under CI
+// (CI=true), where a skipped integration test would be a silent pass.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("under CI this test must run: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
