@@ -1,9 +1,12 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,7 +30,9 @@ type Kafka struct {
 	// makes the keying stage's transactional id, so it must be unique per
 	// running instance and should be stable across restarts (a restarted
 	// instance then fences its predecessor's open transaction at once).
-	// Default: the host name.
+	// Default: the host name and a hash of the absolute state.dir
+	// ("host-1a2b3c4d"), unique per state directory on a host and stable
+	// across restarts (see DefaultInstanceID).
 	InstanceID string `yaml:"instance_id"`
 	// KeyedPartitions is the partition count of the keyed topic when
 	// cdcjoin creates it (default 0: the larger source topic's count). An
@@ -115,11 +120,7 @@ func (k *Kafka) defaults(c *Config) {
 		k.Group = c.Name
 	}
 	if k.InstanceID == "" {
-		if h, err := os.Hostname(); err == nil && h != "" {
-			k.InstanceID = h
-		} else {
-			k.InstanceID = "cdcjoin"
-		}
+		k.InstanceID = DefaultInstanceID(c.State.Dir)
 	}
 	if k.ReplicationFactor == 0 {
 		k.ReplicationFactor = -1
@@ -223,6 +224,29 @@ func (k *Kafka) validate(c *Config, p *Problems) {
 }
 
 var groupRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// DefaultInstanceID is the default kafka.instance_id of a job whose state
+// lives in stateDir: the host name and the first 8 hex digits of the
+// SHA-256 of the absolute state directory. Two instances on one host need
+// their own state directories anyway, so they get their own ids, and a
+// restarted instance gets its old one back.
+func DefaultInstanceID(stateDir string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "cdcjoin"
+	}
+	host = strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\n' {
+			return '-'
+		}
+		return r
+	}, host)
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(stateDir)))
+	return host + "-" + hex.EncodeToString(sum[:4])
+}
 
 // ValidateForKafka reports what the Kafka runtime needs beyond what Load
 // checks (Load accepts files without a kafka section, for `replay`). The

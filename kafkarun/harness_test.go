@@ -37,6 +37,8 @@ kafka:
 `
 
 type jobOpts struct {
+	// instance is kafka.instance_id: "i0" when empty; "-" leaves it unset
+	// (the default, derived from the host name and state.dir).
 	name, join, policy, dlq, brokers, instance string
 	parentTopic, childTopic                    string
 	stateDir                                   string
@@ -57,8 +59,11 @@ func jobConfig(t testing.TB, o jobOpts) *config.Config {
 	if o.batch == 0 {
 		o.batch = 500
 	}
-	if o.instance == "" {
+	switch o.instance {
+	case "":
 		o.instance = "i0"
+	case "-":
+		o.instance = `""`
 	}
 	if o.parentTopic == "" {
 		o.parentTopic, o.childTopic = cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic
@@ -317,3 +322,21 @@ func oracle(h *cdcgen.History, left bool) []cdcgen.JoinedRow {
 }
 
 func brokersOf(c *kfake.Cluster) string { return strings.Join(c.ListenAddrs(), ", ") }
+
+// waitFor polls cond until it holds, failing the test after d: a wait on a
+// condition, not a sleep that hopes the condition holds by then.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -57,6 +57,7 @@ type keying struct {
 	adm  *kadm.Client
 	top  topology
 	sess *kgo.GroupTransactSession
+	txid string // the session's transactional id
 
 	dec     *job.Decoder
 	keyer   *keyed.Keyer
@@ -98,6 +99,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		k.policy.Writer = k
 	}
 	kc := &cfg.Kafka
+	k.txid = kc.Group + "-keying-" + kc.InstanceID
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(kc.KeyingGroup()),
 		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
@@ -106,7 +108,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(kc.SessionTimeout),
-		kgo.TransactionalID(kc.Group+"-keying-"+kc.InstanceID),
+		kgo.TransactionalID(k.txid),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.OnPartitionsRevoked(k.dropPartitions),
@@ -222,7 +224,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		return rerr
 	}
 	if err := k.sess.Begin(); err != nil {
-		return fmt.Errorf("cdcjoin: keying: begin transaction: %w", err)
+		return fenced(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), &k.cfg.Kafka, k.txid)
 	}
 	k.perr = nil
 	clear(k.logged)
@@ -252,12 +254,12 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		if aerr != nil {
 			k.log.Warn("abort transaction", "err", aerr)
 		}
-		return err
+		return fenced(err, &k.cfg.Kafka, k.txid)
 	}
 	committed, err := k.sess.End(ectx, kgo.TryCommit)
 	if err != nil {
 		k.abortTxns()
-		return fmt.Errorf("cdcjoin: keying: end transaction: %w", err)
+		return fenced(fmt.Errorf("cdcjoin: keying: end transaction: %w", err), &k.cfg.Kafka, k.txid)
 	}
 	if !committed {
 		// A rebalance intervened: the session rewound to the committed

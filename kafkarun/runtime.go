@@ -100,6 +100,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if (opts.Sink == nil) == (opts.NewSink == nil) {
 		return errors.New("cdcjoin: runtime: set exactly one of Options.Sink and Options.NewSink")
 	}
+	unlock, err := lockStateDir(cfg.State.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
