@@ -63,6 +63,11 @@ func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink 
 		kgo.ConsumeTopics(j.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// The keyed topic is transactional: every transaction ends in a
+		// control record (its commit or abort marker). Workers see them to
+		// move their positions past them, so that a caught-up partition's
+		// position is its end and the lag reaches 0.
+		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(kc.SessionTimeout),
@@ -517,6 +522,9 @@ func (w *worker) process(recs []*kgo.Record) error {
 	for _, r := range recs {
 		if r.Offset < pos {
 			continue // already applied (redelivered after a rewind)
+		}
+		if r.Attrs.IsControl() {
+			continue // a transaction marker: only the position moves past it
 		}
 		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
 			return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
