@@ -83,6 +83,9 @@ func (g kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 type topology struct {
 	parentParts, childParts int32
 	keyedParts              int32
+	// limits is max.message.bytes of the topics the keying stage writes
+	// to (the internal topics and the dead-letter topic).
+	limits map[string]int
 }
 
 // setup checks that the brokers answer and the source topics exist, and
@@ -140,11 +143,14 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the parent index needs one per parent partition (add partitions to it)",
 			k.ParentIndexTopic(), n, cfg.Parent.Topic, top.parentParts)
 	}
+	written := []string{k.KeyedTopic(), k.ChildIndexTopic(), k.ParentIndexTopic()}
 	if cfg.Errors.Policy == config.PolicyDLQ {
 		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(k.ReplicationFactor), nil, log); err != nil {
 			return top, err
 		}
+		written = append(written, cfg.Errors.DLQTopic)
 	}
+	top.limits = messageLimits(ctx, adm, log, written...)
 	return top, nil
 }
 
