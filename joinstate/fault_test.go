@@ -122,7 +122,7 @@ func TestDiskFullFlush(t *testing.T) {
 	fs := errorfs.Wrap(vfs.NewMem(), enospc(&full, func(op errorfs.Op) bool {
 		return isWrite(op) && strings.HasSuffix(op.Path, ".sst")
 	}))
-	s, err := Open(Options{Dir: "/state", FS: fs, MemTableBytes: 256 << 10})
+	s, err := Open(Options{Dir: "/state", FS: fs, MemTableBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func flipByte(t *testing.T, path string, at func(size int) int) {
 // corruption handler).
 func TestCorruptSST(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir, MemTableBytes: 256 << 10, DisableRowCache: true})
+	s, err := Open(Options{Dir: dir, MemTableBytes: 1 << 20, DisableRowCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestCorruptSST(t *testing.T) {
 	for _, p := range ssts {
 		flipByte(t, p, func(n int) int { return n / 3 })
 	}
-	s, err = Open(Options{Dir: dir, MemTableBytes: 256 << 10, DisableRowCache: true})
+	s, err = Open(Options{Dir: dir, MemTableBytes: 1 << 20, DisableRowCache: true})
 	if err != nil {
 		f := wantFault(t, err, FaultCorrupt)
 		t.Logf("open reported: %v", f)
@@ -346,7 +346,7 @@ func TestPrivatePermissions(t *testing.T) {
 	old := syscall.Umask(0o022)
 	defer syscall.Umask(old)
 	dir := filepath.Join(t.TempDir(), "state", "partition-0")
-	s, err := Open(Options{Dir: dir, MemTableBytes: 256 << 10})
+	s, err := Open(Options{Dir: dir, MemTableBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
