@@ -54,15 +54,20 @@ func lockStateDir(dir string) (func(), error) {
 
 // fenced explains an error of the keying stage's transactions that means
 // another live producer took over its transactional id: the other process
-// uses the same kafka.instance_id.
+// uses the same kafka.instance_id. INVALID_TXN_STATE is what a broker may
+// answer instead when the takeover lands in the middle of a transaction.
 func fenced(err error, k *config.Kafka, txnID string) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
-		return fmt.Errorf("cdcjoin: keying: another live process uses kafka.instance_id %q (transactional id %q) and fenced this one: "+
-			"give every running instance its own instance_id (or leave it unset: the default is derived from the host name and state.dir): %w",
-			k.InstanceID, txnID, err)
+	const advice = "give every running instance its own instance_id (or leave it unset: the default is derived from the host name and state.dir)"
+	switch {
+	case errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch):
+		return fmt.Errorf("cdcjoin: keying: another live process uses kafka.instance_id %q (transactional id %q) and fenced this one: %s: %w",
+			k.InstanceID, txnID, advice, err)
+	case errors.Is(err, kerr.InvalidTxnState):
+		return fmt.Errorf("cdcjoin: keying: the transaction was taken over, most likely because another live process uses kafka.instance_id %q (transactional id %q) and fenced this one: %s: %w",
+			k.InstanceID, txnID, advice, err)
 	}
 	return err
 }

@@ -191,7 +191,7 @@ func (j *joinStage) stopWorkers(parts []int32) {
 	}
 	j.mu.Unlock()
 	for _, w := range ws {
-		close(w.stop)
+		w.requestStop()
 	}
 	for _, w := range ws {
 		<-w.done
@@ -459,7 +459,8 @@ type worker struct {
 
 	pos  atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
 	in   chan []*kgo.Record
-	stop chan struct{}
+	stop chan struct{} // closed by requestStop
+	once sync.Once     // closes stop
 	done chan struct{}
 
 	fan      int
@@ -468,8 +469,13 @@ type worker struct {
 	input    keyed.Input
 }
 
+// requestStop asks the worker to stop after its batch in progress. Safe to
+// call more than once and from any goroutine: the run loop's final stop and
+// a revoke callback (which a rebalance may run meanwhile) can both ask.
+func (w *worker) requestStop() { w.once.Do(func() { close(w.stop) }) }
+
 func (w *worker) stopAndWait() {
-	close(w.stop)
+	w.requestStop()
 	<-w.done
 }
 
