@@ -136,12 +136,12 @@ type State struct {
 	// the work redone after a crash.
 	BatchEvents int `yaml:"batch_events"`
 	// Sync makes every batch commit fsync pebble's WAL (default false).
-	// Without it a commit survives a process crash (kill -9) but an OS crash
-	// or power loss may drop the newest batches; state and positions still
-	// roll back together, and reprocessing from the older positions emits the
-	// same changes with the same versions, which the upsert sink absorbs.
-	// Turn it on to bound that replay (and for changelog sinks on servers
-	// without insert deduplication), at the cost of an fsync per batch.
+	// Without it a crash (kill -9 included: pebble writes its WAL from a
+	// buffer) or power loss may drop the newest batches; state and
+	// positions still roll back together, and reprocessing from the older
+	// positions emits the same changes with the same versions, which the
+	// sinks absorb (upsert by version, changelog by delivery markers). Turn
+	// it on to bound that replay, at the cost of an fsync per batch.
 	Sync bool `yaml:"sync"`
 }
 

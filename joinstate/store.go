@@ -70,9 +70,9 @@ type Options struct {
 	RowCacheBytes int
 	// DisableRowCache turns the row cache off (every read goes to pebble).
 	DisableRowCache bool
-	// Sync makes every Commit fsync the WAL. Default false: a commit
-	// survives a process crash; an OS crash may lose the newest commits,
-	// state and positions together.
+	// Sync makes every Commit fsync the WAL. Default false: a crash (a
+	// process crash too: pebble writes its WAL from a buffer) or an OS crash
+	// may lose the newest commits, state and positions together.
 	Sync bool
 	// Logger receives pebble's informational messages. Default: discard.
 	Logger pebble.Logger
@@ -307,7 +307,7 @@ func Open(opts Options) (*Store, error) {
 	if err == nil {
 		// A rollback leaves pebble healthy (Close below releases it): it
 		// is not recorded as the store's fault.
-		s.rec, err = openCommitRecord(fs, opts.Dir, s.commits, opts.Sync)
+		s.rec, err = openCommitRecord(fs, opts.Dir, s.commits)
 		var f *Fault
 		if err != nil && !errors.As(err, &f) {
 			err = s.h.check(fmt.Errorf("cdcjoin: state %s: commit file: %w", opts.Dir, err))
@@ -352,9 +352,6 @@ func (s *Store) Close() error {
 	if err := s.h.err(); err != nil {
 		return err
 	}
-	if s.rec != nil {
-		s.rec.close()
-	}
 	if s.db == nil {
 		return nil
 	}
@@ -364,6 +361,16 @@ func (s *Store) Close() error {
 			return err
 		}
 		return fmt.Errorf("cdcjoin: close state: %w", err)
+	}
+	if s.rec != nil {
+		// Closing synced the WAL: every commit is durable.
+		err := s.rec.write(s.commits)
+		if cerr := s.rec.close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("cdcjoin: close state: %s: %w", commitFile, err)
+		}
 	}
 	return nil
 }
@@ -554,16 +561,8 @@ func (t *Txn) Commit() error {
 		return fmt.Errorf("cdcjoin: state: commit: %w", err)
 	}
 	t.s.commits++
-	if t.s.rec != nil {
-		if err := t.s.rec.write(t.s.commits); err != nil {
-			// The batch is committed, but a later open could not tell a
-			// rollback: stop here.
-			f := classify(t.s.h.dir, err)
-			if f == nil {
-				f = &Fault{Dir: t.s.h.dir, File: commitFile, Kind: FaultIO, Err: err}
-			}
-			return t.s.h.fail(f)
-		}
+	if err := t.s.recordDurable(); err != nil {
+		return err
 	}
 	if t.genSet {
 		t.s.mu.Lock()
