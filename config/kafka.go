@@ -57,9 +57,19 @@ type Kafka struct {
 	// SessionTimeout of both consumer groups (default 15s): how long a dead
 	// instance keeps its partitions.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// RebalanceTimeout of both consumer groups (default 60s): how long a
+	// rebalance waits for every member to rejoin (a member killed while
+	// the group rebalances can hold the others up this long).
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	// CommitInterval is how often the join stage commits its positions to
 	// Kafka for lag monitoring (default 1s); its pebble state is the truth.
 	CommitInterval time.Duration `yaml:"commit_interval"`
+	// DrainTimeout bounds how long a join partition that stops (a
+	// rebalance revokes it, or shutdown) may take to finish and commit its
+	// batch in progress (default 10s); past it the batch is abandoned
+	// uncommitted, and its next owner redoes it. Keep it well below the
+	// group's rebalance timeout, during which a revoke must complete.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// MetricsAddr is the host:port of the /metrics, /healthz and /readyz
 	// HTTP server (default: none).
 	MetricsAddr string `yaml:"metrics_addr"`
@@ -137,6 +147,12 @@ func (k *Kafka) defaults(c *Config) {
 	if k.CommitInterval == 0 {
 		k.CommitInterval = time.Second
 	}
+	if k.RebalanceTimeout == 0 {
+		k.RebalanceTimeout = time.Minute
+	}
+	if k.DrainTimeout == 0 {
+		k.DrainTimeout = min(10*time.Second, k.RebalanceTimeout/2)
+	}
 }
 
 func (k *Kafka) validate(c *Config, p *Problems) {
@@ -175,10 +191,15 @@ func (k *Kafka) validate(c *Config, p *Problems) {
 		{"transaction_timeout", k.TransactionTimeout, time.Second},
 		{"session_timeout", k.SessionTimeout, time.Second},
 		{"commit_interval", k.CommitInterval, time.Millisecond},
+		{"drain_timeout", k.DrainTimeout, time.Millisecond},
+		{"rebalance_timeout", k.RebalanceTimeout, time.Second},
 	} {
 		if d.v < d.min || d.v < 0 {
 			c.add(p, fmt.Sprintf("kafka.%s %v: must be at least %v", d.key, d.v, d.min), s, d.key)
 		}
+	}
+	if k.DrainTimeout >= k.RebalanceTimeout && k.RebalanceTimeout > 0 {
+		c.add(p, fmt.Sprintf("kafka.drain_timeout %v must be shorter than kafka.rebalance_timeout %v (a revoked partition drains during the rebalance)", k.DrainTimeout, k.RebalanceTimeout), s, "drain_timeout")
 	}
 	if k.MetricsAddr != "" {
 		if _, port, err := net.SplitHostPort(k.MetricsAddr); err != nil {

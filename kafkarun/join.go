@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,7 +18,6 @@ import (
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/version"
 )
@@ -42,18 +40,21 @@ type joinStage struct {
 	log     *slog.Logger
 	m       *metrics.Metrics
 	topic   string
-	newSink func(partition int32) (sink.Sink, error)
+	topicID string // the keyed topic's id (a recreated topic has another)
+	newSink func(context.Context, SinkFor) (sink.Sink, error)
 	cl      *kgo.Client
 	fatal   chan error // first worker error (cap 1)
 
 	mu        sync.Mutex
 	workers   map[int32]*worker
 	committed map[int32]int64 // last offset committed to Kafka per owned partition
+
+	sinks sinkTotals // counters of the sinks of removed partitions
 }
 
-func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink func(int32) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
+func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, top topology, newSink func(context.Context, SinkFor) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
 	j := &joinStage{
-		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(),
+		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(), topicID: top.keyedID,
 		newSink: newSink, fatal: make(chan error, 1),
 		workers: map[int32]*worker{}, committed: map[int32]int64{},
 	}
@@ -68,9 +69,16 @@ func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink 
 		// move their positions past them, so that a caught-up partition's
 		// position is its end and the lag reaches 0.
 		kgo.KeepControlRecords(),
+		// A paused partition, once resumed, is fetched again only after the
+		// fetch in flight for the other partitions returns; when those are
+		// idle that takes the whole fetch wait (franz-go's default is 5 s),
+		// and a backlog's tail drained at a trickle. Keep the wait short.
+		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(kc.SessionTimeout),
+		kgo.HeartbeatInterval(heartbeat(kc.SessionTimeout)),
+		kgo.RebalanceTimeout(kc.RebalanceTimeout),
 		kgo.AdjustFetchOffsetsFn(j.assign),
 		kgo.OnPartitionsRevoked(j.revoke),
 		kgo.OnPartitionsLost(j.lose),
@@ -138,16 +146,14 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		st.Close()
 		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
 	}
-	sk, err := j.newSink(p)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("cdcjoin: join: sink for partition %d: %w", p, err)
-	}
+	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.topicID}
 	w := &worker{
-		j: j, p: p, store: st, sink: sk, buf: sink.NewBuffer(sk, writeChunk), join: keyed.NewJoin(j.spec),
+		j: j, p: p, store: st, join: keyed.NewJoin(j.spec),
+		open:     func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
 		emitFrom: committed, clock: clock,
 		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if !has {
 		pos = -1
 	}
@@ -231,8 +237,11 @@ func (j *joinStage) remove(p int32) {
 	if w == nil {
 		return
 	}
-	if err := w.sink.Close(); err != nil {
-		j.log.Warn("closing sink", "partition", p, "err", err)
+	j.sinks.closed(&w.stats)
+	if w.sink != nil {
+		if err := w.sink.Close(); err != nil {
+			j.log.Warn("closing sink", "partition", p, "err", err)
+		}
 	}
 	if err := w.store.Close(); err != nil {
 		j.log.Warn("closing state", "partition", p, "err", err)
@@ -327,12 +336,16 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 	lastCommit := time.Now()
 	max := j.cfg.State.BatchEvents
 	var errs errWindow
+	stuckLimit := stuckAfter(j.cfg)
 	for {
 		select {
 		case err := <-j.fatal:
 			j.fail(err) // keep it for run
 			return nil
 		default:
+		}
+		if p, d, ok := j.stuck(time.Now(), stuckLimit); ok {
+			return fmt.Errorf("cdcjoin: join partition %d has been in one batch for %v: stuck (the sink or the state disk does not answer); stopping", p, d.Round(time.Second))
 		}
 		j.deliverPending(pending)
 		// Poll with a deadline so that positions reach Kafka (lag
@@ -424,6 +437,33 @@ func (j *joinStage) deliverPending(pending map[int32][][]*kgo.Record) {
 	}
 }
 
+// fetchMaxWait is the join consumer's fetch wait (see newJoinStage).
+const fetchMaxWait = 250 * time.Millisecond
+
+// SinkFor describes the keyed partition a sink is opened for
+// (Options.NewSink).
+type SinkFor struct {
+	Partition int32
+	// Stream names the partition's input for sinks that store delivered
+	// positions with the data (clickhouse.Options.Stream): the keyed
+	// topic, the partition and the topic's id, so that a recreated keyed
+	// topic, whose offsets start over, is another stream.
+	Stream string
+}
+
+// stuck returns a worker whose batch in progress has run for longer than
+// limit, and for how long.
+func (j *joinStage) stuck(now time.Time, limit time.Duration) (int32, time.Duration, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for p, w := range j.workers {
+		if d := w.busyFor(now); d > limit {
+			return p, d, true
+		}
+	}
+	return 0, 0, false
+}
+
 func max64(a, b int64) int64 {
 	if a > b {
 		return a
@@ -445,145 +485,3 @@ func loadClock(st *joinstate.Store, legacyEpoch uint64) (version.Clock, error) {
 	var c version.Clock
 	return c, c.UnmarshalBinary(b)
 }
-
-// worker joins one keyed partition. It owns its store and sink.
-type worker struct {
-	j        *joinStage
-	p        int32
-	store    *joinstate.Store
-	sink     sink.Sink
-	buf      *sink.Buffer
-	join     *keyed.Join
-	emitFrom int64 // records below this offset were emitted by an earlier owner
-	clock    version.Clock
-
-	pos  atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
-	in   chan []*kgo.Record
-	stop chan struct{} // closed by requestStop
-	once sync.Once     // closes stop
-	done chan struct{}
-
-	fan      int
-	upserts  int
-	retracts int
-	input    keyed.Input
-}
-
-// requestStop asks the worker to stop after its batch in progress. Safe to
-// call more than once and from any goroutine: the run loop's final stop and
-// a revoke callback (which a rebalance may run meanwhile) can both ask.
-func (w *worker) requestStop() { w.once.Do(func() { close(w.stop) }) }
-
-func (w *worker) stopAndWait() {
-	w.requestStop()
-	<-w.done
-}
-
-func (w *worker) run() {
-	defer close(w.done)
-	for {
-		select {
-		case <-w.stop:
-			return
-		default:
-		}
-		select {
-		case <-w.stop:
-			return
-		case recs := <-w.in:
-			if err := w.process(recs); err != nil {
-				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
-				return
-			}
-		}
-	}
-}
-
-const writeChunk = 1024
-
-// process applies one batch in one state transaction, writes the changes to
-// the sink (in chunks, so a fan-out of millions streams), flushes it, and
-// only then commits the state with the new position and version clock. On
-// error nothing of the batch is committed.
-func (w *worker) process(recs []*kgo.Record) error {
-	ctx := context.Background()
-	pos := w.pos.Load()
-	t := w.store.Begin()
-	defer t.Abort()
-	clock := w.clock // committed with the batch, or dropped with it
-	defer w.buf.Discard()
-	bufEmit := w.buf.Emitter(ctx)
-	emit := func(c *row.Change) error {
-		w.fan++
-		if c.Op == row.Upsert {
-			w.upserts++
-		} else {
-			w.retracts++
-		}
-		return bufEmit(c)
-	}
-	w.upserts, w.retracts = 0, 0
-	rebuilt := 0
-	for _, r := range recs {
-		if r.Offset < pos {
-			continue // already applied (redelivered after a rewind)
-		}
-		if r.Attrs.IsControl() {
-			continue // a transaction marker: only the position moves past it
-		}
-		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
-			return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-		}
-		if w.input.Kind == keyed.EpochMarker {
-			clock.Raise(r.Offset, w.input.Epoch)
-			continue
-		}
-		w.fan = 0
-		e := emit
-		if r.Offset < w.emitFrom {
-			e = discard
-			rebuilt++
-		}
-		if err := w.join.Apply(t, &w.input, clock.At(r.Offset), e); err != nil {
-			return err
-		}
-		if r.Offset >= w.emitFrom {
-			w.j.m.FanOut.Observe(float64(w.fan))
-		}
-	}
-	last := recs[len(recs)-1].Offset
-	if last < pos {
-		return nil
-	}
-	if err := t.SetPosition(w.j.topic, w.p, last+1); err != nil {
-		return err
-	}
-	cb, _ := clock.MarshalBinary()
-	if err := t.SetMeta(metaClock, cb); err != nil {
-		return err
-	}
-	start := time.Now()
-	n, err := w.buf.Flush(ctx)
-	if err != nil {
-		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
-		return fmt.Errorf("sink: %w", err)
-	}
-	if n > 0 {
-		w.j.m.SinkFlushSeconds.Observe(time.Since(start).Seconds())
-		w.j.m.SinkBatchChanges.Observe(float64(n))
-		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
-		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
-	}
-	if err := t.Commit(); err != nil {
-		return err
-	}
-	w.clock = clock
-	w.pos.Store(last + 1)
-	if rebuilt > 0 {
-		w.j.m.StateRebuilt.Add(float64(rebuilt))
-	}
-	return nil
-}
-
-func discard(*row.Change) error { return nil }

@@ -110,6 +110,8 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(kc.SessionTimeout),
+		kgo.HeartbeatInterval(heartbeat(kc.SessionTimeout)),
+		kgo.RebalanceTimeout(kc.RebalanceTimeout),
 		kgo.TransactionalID(k.txid),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),

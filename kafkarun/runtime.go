@@ -70,9 +70,13 @@ type Options struct {
 	// so it need not be safe for concurrent use. The runtime does not close
 	// it. Exactly one of Sink and NewSink must be set.
 	Sink sink.Sink
-	// NewSink, if set, makes one sink per owned keyed partition; the
-	// runtime closes each when the partition's worker stops.
-	NewSink func(partition int32) (sink.Sink, error)
+	// NewSink, if set, makes one sink per owned keyed partition (the
+	// production path: partitions flush in parallel); the runtime calls it
+	// on the partition's worker goroutine with a context cancelled when the
+	// partition stops, and closes the sink when the worker stopped. A sink
+	// that is a sink.Batcher gets batches near its size; a
+	// sink.Positioned gets each change exactly once (see worker).
+	NewSink func(ctx context.Context, p SinkFor) (sink.Sink, error)
 	// Logger receives structured logs (default: discard).
 	Logger *slog.Logger
 	// Registry registers the Prometheus collectors (default: none, unless
@@ -138,7 +142,31 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	newSink := opts.NewSink
 	if newSink == nil {
 		shared := &lockedSink{s: opts.Sink}
-		newSink = func(int32) (sink.Sink, error) { return shared, nil }
+		newSink = func(context.Context, SinkFor) (sink.Sink, error) { return shared, nil }
+	}
+	if reg != nil {
+		sc := metrics.NewSinkCollector(func() metrics.SinkTotals {
+			if j := stage.Load(); j != nil {
+				return j.sinkTotals()
+			}
+			return metrics.SinkTotals{}
+		})
+		if err := reg.Register(sc); err != nil {
+			return fmt.Errorf("cdcjoin: metrics: %w", err)
+		}
+		defer reg.Unregister(sc)
+	}
+	if opts.Ready != nil {
+		limit := stuckAfter(cfg)
+		opts.Ready.SetLiveness(func() error {
+			if j := stage.Load(); j != nil {
+				if p, d, ok := j.stuck(time.Now(), limit); ok {
+					return fmt.Errorf("join partition %d has been in one batch for %v (more than %v)", p, d.Round(time.Second), limit)
+				}
+			}
+			return nil
+		})
+		defer opts.Ready.SetLiveness(nil)
 	}
 
 	base, err := clientOpts(&cfg.Kafka, log)
@@ -195,7 +223,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		wg.Wait()
 		return err
 	}
-	j, err := newJoinStage(cfg, spec, base, newSink, log, m)
+	j, err := newJoinStage(cfg, spec, base, top, newSink, log, m)
 	if err != nil {
 		k.close()
 		cancel()
@@ -236,6 +264,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// stuckAfter is how long a join partition may stay in one batch before it
+// counts as stuck (liveness fails, and Run stops with an error): longer
+// than the ClickHouse sink may legitimately retry.
+func stuckAfter(cfg *config.Config) time.Duration {
+	d := 5 * time.Minute
+	if cfg.ClickHouse != nil {
+		d += cfg.ClickHouse.Retry.MaxElapsed
+	}
+	return d
 }
 
 // lockedSink serializes a shared sink's calls. Close is a no-op: the

@@ -143,4 +143,3 @@ func TestReplayCorruptWAL(t *testing.T) {
 	}
 	t.Logf("exit %d: %s", code, strings.TrimSpace(errs))
 }
-
