@@ -75,8 +75,7 @@ func caughtUp(t *testing.T, adm *kadm.Client, topic, group string) bool {
 func TestBacklogDrain(t *testing.T) {
 	brokers := testenv.Require(t, testenv.KafkaEnv, "Kafka")
 	chAddr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
-	seed := time.Now().UnixNano() % 1000
-	t.Logf("seed %d", seed)
+	seed := clusterSeed(t)
 	run := fmt.Sprintf("cdcjoin-backlog-%d-%d", time.Now().Unix(), seed)
 	o := oracleOptions(seed)
 	o.Ops, o.Users, o.Domains = 12000, 2000, 5000

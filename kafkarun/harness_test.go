@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -200,32 +202,11 @@ func (s *modelSink) Close() error { return nil }
 
 func (m *model) apply(c row.Change) cdcgen.RowKey {
 	m.changes++
-	key := cdcgen.RowKey{Parent: keyText(c.ParentKey)}
-	if c.ChildKey == nil {
-		key.Padded = true
-	} else {
-		key.Child = keyText(c.ChildKey)
-	}
-	vals := make([]string, len(c.Values))
-	for i, v := range c.Values {
-		if v.IsNull() {
-			vals[i] = cdcgen.Null
-		} else {
-			vals[i] = v.Text()
-		}
-	}
-	if err := m.rmt.Apply(key, c.Version, c.Op == row.Retract, vals); err != nil && m.err == nil {
+	key, err := m.rmt.ApplyChange(&c)
+	if err != nil && m.err == nil {
 		m.err = err
 	}
 	return key
-}
-
-func keyText(vs []row.Value) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = v.Text()
-	}
-	return strings.Join(parts, ",")
 }
 
 func cloneChange(c row.Change) row.Change {
@@ -334,6 +315,42 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// clusterSeed returns the seed of a randomized test: CDCJOIN_SEED when set
+// (to reproduce a failure), else one from the clock. It is logged first,
+// with the command that reruns it.
+func clusterSeed(t testing.TB) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano() % 1000
+	if s := os.Getenv("CDCJOIN_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CDCJOIN_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (rerun with CDCJOIN_SEED=%d go test -run '^%s$' ./kafkarun)", seed, seed, t.Name())
+	return seed
+}
+
+// groupMembers returns how many members group has.
+func groupMembers(t testing.TB, c *kfake.Cluster, group string) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	gs, err := kadm.NewClient(cl).DescribeGroups(context.Background(), group)
+	if err != nil {
+		return 0
+	}
+	g, ok := gs[group]
+	if !ok || g.Err != nil {
+		return 0
+	}
+	return len(g.Members)
 }
 
 func fileExists(p string) bool {
