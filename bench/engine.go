@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/joinstate"
@@ -42,6 +43,9 @@ type driver interface {
 	phase(ctx context.Context, idx int, name string, req phaseReq, rate float64) (Phase, error)
 	// snapshotState flushes and measures the state after the snapshot.
 	measureState(pt *Point, final bool) error
+	// tables returns the tables the generators ended with (after the last
+	// phase: the generators are idle).
+	tables() []cdcgen.Tables
 	close() error
 }
 
@@ -77,6 +81,9 @@ func newEngineDriver(ctx context.Context, o Options, p plan, stateDir string, in
 		return nil, err
 	}
 	d.src, err = newSource(o.Workload.genOptions(p, 0, 1), p, o.Workload, int32(o.Workload.Partitions), true)
+	if err == nil {
+		d.src.toCheckpoint = o.Verify
+	}
 	if err != nil {
 		d.eng.Close()
 		return nil, err
@@ -95,6 +102,8 @@ func (s timedSink) Flush(ctx context.Context) error {
 	s.d.last = time.Now()
 	return s.Sink.Flush(ctx)
 }
+
+func (d *engineDriver) tables() []cdcgen.Tables { return []cdcgen.Tables{d.src.gen.Tables()} }
 
 func (d *engineDriver) close() error {
 	d.src.close()

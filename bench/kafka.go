@@ -138,6 +138,9 @@ func newKafkaDriver(ctx context.Context, o Options, p plan, stateDir string, inn
 		// Synthetic rows (hot parent, its children, renames) come from
 		// producer 0 on partition 0.
 		pd.src, err = newSource(o.Workload.genOptions(p, i, n), p, o.Workload, 0, i == 0)
+		if err == nil {
+			pd.src.toCheckpoint = o.Verify
+		}
 		if err != nil {
 			return d, err
 		}
@@ -218,6 +221,14 @@ func (d *kafkaDriver) pollConsumed(ctx context.Context) {
 			d.smp.in.Store(uint64(sum))
 		}
 	}
+}
+
+func (d *kafkaDriver) tables() []cdcgen.Tables {
+	out := make([]cdcgen.Tables, len(d.prods))
+	for i, pd := range d.prods {
+		out[i] = pd.src.gen.Tables()
+	}
+	return out
 }
 
 func (d *kafkaDriver) close() error {

@@ -91,6 +91,11 @@ type Options struct {
 	// KeepState.
 	Dir       string
 	KeepState bool
+	// Verify checks each point's output against the join of the tables
+	// the generators ended with (the hot parent, probes and fences left
+	// out): a difference is an error. It keeps every output row in memory
+	// (the smoke test uses it).
+	Verify bool
 	// Projection parameters for the terabyte projection.
 	Projection ProjectionInput
 	// Progress receives progress lines (every ProgressEvery; default 2s).

@@ -143,6 +143,18 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 			return pt, err
 		}
 	}
+	var verify *verifySink
+	if o.Verify {
+		if inner == nil {
+			cfg, err := jobConfig(o, stateDir, "")
+			if err != nil {
+				return pt, err
+			}
+			inner = NewNullSink(cfg.OutputNames())
+		}
+		verify = newVerifySink(inner)
+		inner = verify
+	}
 	var d driver
 	var err error
 	switch o.Pipeline {
@@ -158,6 +170,9 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 		return pt, err
 	}
 	err = runPhases(ctx, o, p, d, &pt)
+	if err == nil && verify != nil {
+		err = verify.check(d.tables())
+	}
 	if cerr := d.close(); err == nil {
 		err = cerr
 	}
