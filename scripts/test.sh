@@ -34,6 +34,8 @@ echo "== go test -race (integration tests against the real servers)"
 go test -race -short -count=1 -timeout 30m ./...
 echo "== oracle: 30 seeds x INNER/LEFT, crash/restart"
 go test -count=1 -timeout 30m -run 'TestOracle' ./engine/
+echo "== the bench harness's --brokers path, checked against the join (skipped under -short above)"
+go test -count=1 -timeout 10m -run '^TestKafkaBrokers$' ./bench/
 echo "== cdcjoin demo (also into ClickHouse)"
 go build -o bin/cdcjoin ./cmd/cdcjoin
 bin/cdcjoin demo --clickhouse "$CDCJOIN_CLICKHOUSE_ADDR" | tee /tmp/cdcjoin-demo.out | tail -8
