@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -56,27 +55,6 @@ func history(t *testing.T, dir string, ops int) string {
 	return p
 }
 
-// smallTmpfs mounts a tmpfs of size bytes (needs root) and unmounts it at
-// the end of the test.
-func smallTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		testenv.Unavailable(t, "cannot mount a tmpfs (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		// Lazily: a store that failed keeps its files open until the
-		// process exits.
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
 // TestReplayDiskFull: replay into a state on a small tmpfs that is all
 // but full (a ballast file leaves 1 MiB free, less than the state needs).
 // Replay exits 1 within seconds with a message saying so and what to do
@@ -85,7 +63,7 @@ func smallTmpfs(t *testing.T, size string) string {
 func TestReplayDiskFull(t *testing.T) {
 	dir := t.TempDir()
 	in := history(t, dir, 20000)
-	fs := smallTmpfs(t, "8m")
+	fs := testenv.Tmpfs(t, "8m")
 	if err := os.WriteFile(filepath.Join(fs, "ballast"), make([]byte, 7<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}

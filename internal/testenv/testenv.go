@@ -8,6 +8,8 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -44,4 +46,25 @@ func Unavailable(t testing.TB, format string, args ...any) {
 		t.Fatalf("under CI this test must run: "+format, args...)
 	}
 	t.Skipf(format, args...)
+}
+
+// Tmpfs mounts a tmpfs of size (mount's syntax: "8m") in a fresh
+// directory and unmounts it (lazily: a process may still hold files there)
+// when the test ends. Mounting needs root: without it the test is
+// Unavailable.
+func Tmpfs(t testing.TB, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		Unavailable(t, "cannot mount a tmpfs (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
 }
