@@ -31,7 +31,8 @@ import (
 // the AdjustFetchOffsetsFn hook (which also chooses where each partition
 // starts) and stopped in the revoke/lost callbacks, which BlockRebalanceOnPoll
 // runs only between polls; stopping waits for the worker's batch in
-// progress. Kafka offset commits (for lag monitoring) are made only between
+// progress, at most kafka.drain_timeout (then the batch is abandoned
+// uncommitted). Kafka offset commits (for lag monitoring) are made only between
 // poll and AllowRebalance, for owned partitions, and on revocation after the
 // worker stopped -- never on loss.
 type joinStage struct {

@@ -13,7 +13,11 @@
 //     kafka.commit_interval) the position is committed to Kafka for lag
 //     monitoring and as the emit threshold of a future owner. A crash at any
 //     point re-emits identical (row, version) pairs, which
-//     "highest version wins" sinks absorb.
+//     "highest version wins" sinks absorb; a sink.Positioned (the
+//     changelog ClickHouse sink) stores the positions it delivered with the
+//     data, and a restarted worker writes nothing below them (worker.go).
+//     A batch gathers deliveries up to the size of a sink.Batcher's batch,
+//     and a stopping worker has kafka.drain_timeout to commit it.
 //
 // Versions: each keyed partition's worker numbers its records with a
 // version.Clock (version = epoch<<24 | offset-based seq, see package
