@@ -180,6 +180,14 @@ func (c *rowCache) rollback(undo []undoEntry) {
 	}
 }
 
+// reset empties the cache: nothing is held, no keyspace is complete. Only
+// call it with no Txn open.
+func (c *rowCache) reset() {
+	clear(c.idx)
+	c.slabs, c.used, c.live = nil, 0, 0
+	c.complete = [maxCompleteGens]int64{-1, -1, -1, -1}
+}
+
 // completeFor reports whether generation gen of the keyspace of prefix is
 // held completely.
 func (c *rowCache) completeFor(prefix byte, gen uint64) bool {

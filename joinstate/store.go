@@ -124,6 +124,8 @@ func (o *Options) Validate() error {
 // readers of committed data; Txns must not be used concurrently.
 type Store struct {
 	db    *pebble.DB
+	po    *pebble.Options // as opened (bulk loads write tables like it)
+	fs    vfs.FS
 	sync  bool
 	cache *rowCache // nil when disabled
 
@@ -251,7 +253,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: open state %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, sync: opts.Sync}
+	s := &Store{db: db, po: po, fs: opts.FS, sync: opts.Sync}
 	if !opts.DisableRowCache {
 		s.cache = newRowCache(opts.RowCacheBytes)
 	}
@@ -831,10 +833,10 @@ func (t *Txn) ClearParentIndex() error { return t.clear(prefixPIndex) }
 // topic/partition; it becomes durable with the rest of the Txn.
 func (t *Txn) SetPosition(topic string, partition int32, next int64) error {
 	t.key = positionKey(t.key[:0], topic, partition)
-	var v [8]byte
-	binary.BigEndian.PutUint64(v[:], uint64(next))
-	return t.set(t.key, v[:])
+	return t.set(t.key, positionValue(next))
 }
+
+func positionValue(next int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(next)) }
 
 // Position reads a position as seen by this Txn.
 func (t *Txn) Position(topic string, partition int32) (int64, bool, error) {

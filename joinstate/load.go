@@ -1,0 +1,247 @@
+package joinstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// loadTableBytes is the size at which a Load starts a keyspace's next table
+// (pebble's target file size for the bottom level, where an ingest into an
+// empty keyspace lands).
+const loadTableBytes = 128 << 20
+
+// Load writes whole keyspaces of a state as sorted tables and ingests them,
+// with metadata and input positions, in one atomic step (a bulk load: a
+// snapshot or a rebuild, instead of writing row by row through the
+// memtable). Each keyspace's entries must be added in increasing key order;
+// different keyspaces may be interleaved. The keyspaces loaded should be
+// empty in the store (a new state): a Load overwrites the keys it writes and
+// leaves the others.
+//
+// Nothing is visible until Commit, which ingests every table at once: a
+// crash before it leaves the state as it was, a crash after it leaves the
+// whole load. Abort (or a failed Commit) removes the table files. The
+// Store's row cache is emptied by Commit (it may hold absences the load
+// contradicts). Not safe for concurrent use; no Txn may be open on the
+// Store during Commit.
+type Load struct {
+	s      *Store
+	fs     vfs.FS
+	dir    string
+	wo     sstable.WriterOptions
+	gens   generations
+	tables [4]*loadTable // by genSlot
+	files  []string
+	meta   map[string][]byte // state key → value ('M' and 'O' keys)
+	key    []byte
+	next   int
+	done   bool
+}
+
+// loadTable is one keyspace's current table.
+type loadTable struct {
+	w    *sstable.Writer
+	last []byte
+	any  bool
+}
+
+// BeginLoad starts a Load whose table files are written in dir (on the
+// store's filesystem; created if absent, and best kept next to the store so
+// that ingesting links instead of copying).
+func (s *Store) BeginLoad(dir string) (*Load, error) {
+	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cdcjoin: state: load: %w", err)
+	}
+	l := &Load{s: s, fs: s.fs, dir: dir, meta: map[string][]byte{}}
+	l.wo = s.po.MakeWriterOptions(len(s.po.Levels)-1, s.db.TableFormat())
+	s.mu.Lock()
+	l.gens = s.gens
+	s.mu.Unlock()
+	return l, nil
+}
+
+// AddParent adds the parent record of joinKey (increasing joinKey order).
+func (l *Load) AddParent(joinKey, value []byte) error {
+	return l.add(prefixParent, joinKey, nil, value)
+}
+
+// AddChild adds the child record (joinKey, childKey) (increasing order of
+// joinKey, then childKey).
+func (l *Load) AddChild(joinKey, childKey, value []byte) error {
+	return l.add(prefixChild, joinKey, childKey, value)
+}
+
+// AddChildIndex adds childKey's child index entry (increasing childKey
+// order).
+func (l *Load) AddChildIndex(childKey, entry []byte) error {
+	return l.add(prefixIndex, childKey, nil, entry)
+}
+
+// AddParentIndex adds parentKey's parent index entry (increasing order).
+func (l *Load) AddParentIndex(parentKey, entry []byte) error {
+	return l.add(prefixPIndex, parentKey, nil, entry)
+}
+
+// SetMeta sets a metadata value, committed with the load.
+func (l *Load) SetMeta(name string, value []byte) {
+	l.meta[string(metaKey(name))] = slices.Clone(value)
+}
+
+// SetPosition records next as the next offset to consume for
+// topic/partition, committed with the load.
+func (l *Load) SetPosition(topic string, partition int32, next int64) {
+	l.meta[string(positionKey(nil, topic, partition))] = positionValue(next)
+}
+
+// ErrLoadOrder is returned (wrapped) when a keyspace's entries are not
+// added in increasing key order.
+var ErrLoadOrder = errors.New("cdcjoin: state: load: keys out of order")
+
+func (l *Load) add(prefix byte, a, b, value []byte) error {
+	if l.done {
+		return errors.New("cdcjoin: state: load already committed or aborted")
+	}
+	slot := genSlot(prefix)
+	t := l.tables[slot]
+	if t == nil {
+		t = &loadTable{}
+		l.tables[slot] = t
+	}
+	l.key = append(append(l.gens.header(l.key[:0], prefix), a...), b...)
+	if t.any && string(l.key) <= string(t.last) {
+		return fmt.Errorf("%w (keyspace %q)", ErrLoadOrder, prefix)
+	}
+	if t.w != nil && t.w.Raw().EstimatedSize() >= loadTableBytes {
+		if err := l.finishTable(t); err != nil {
+			return err
+		}
+	}
+	if t.w == nil {
+		w, err := l.create()
+		if err != nil {
+			return err
+		}
+		t.w = w
+	}
+	t.last, t.any = append(t.last[:0], l.key...), true
+	if err := t.w.Set(l.key, value); err != nil {
+		return fmt.Errorf("cdcjoin: state: load: %w", err)
+	}
+	return nil
+}
+
+func (l *Load) create() (*sstable.Writer, error) {
+	name := l.fs.PathJoin(l.dir, "load-"+strconv.Itoa(l.next)+".sst")
+	l.next++
+	f, err := l.fs.Create(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: state: load: %w", err)
+	}
+	l.files = append(l.files, name)
+	return sstable.NewWriter(objstorageprovider.NewFileWritable(f), l.wo), nil
+}
+
+// finishTable closes t's table (its file is synced by the writable).
+func (l *Load) finishTable(t *loadTable) error {
+	w := t.w
+	t.w = nil
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("cdcjoin: state: load: finish table: %w", err)
+	}
+	return nil
+}
+
+// Commit finishes the tables and ingests them with the metadata and
+// positions, atomically; the row cache is emptied. After an error the state
+// is unchanged and the files are removed.
+func (l *Load) Commit() error {
+	if l.done {
+		return errors.New("cdcjoin: state: load already committed or aborted")
+	}
+	err := l.finish()
+	if err == nil && len(l.files) > 0 {
+		err = l.s.db.Ingest(context.Background(), l.files)
+		if err == nil && l.s.cache != nil {
+			l.s.cache.reset()
+		}
+		if err != nil {
+			err = fmt.Errorf("cdcjoin: state: load: ingest: %w", err)
+		}
+	}
+	l.done = true
+	if rerr := l.removeFiles(); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func (l *Load) finish() error {
+	for _, t := range l.tables {
+		if t != nil && t.w != nil {
+			if err := l.finishTable(t); err != nil {
+				return err
+			}
+		}
+	}
+	if len(l.meta) == 0 {
+		return nil
+	}
+	w, err := l.create()
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(l.meta))
+	for k := range l.meta {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := w.Set([]byte(k), l.meta[k]); err != nil {
+			w.Close()
+			return fmt.Errorf("cdcjoin: state: load: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("cdcjoin: state: load: finish table: %w", err)
+	}
+	return nil
+}
+
+// Abort drops the load and removes its files.
+func (l *Load) Abort() {
+	if l.done {
+		return
+	}
+	l.done = true
+	for _, t := range l.tables {
+		if t != nil && t.w != nil {
+			t.w.Close()
+			t.w = nil
+		}
+	}
+	l.removeFiles()
+}
+
+// removeFiles removes the table files (ingest links them into the store,
+// so the store keeps its copies).
+func (l *Load) removeFiles() error {
+	var errs []error
+	for _, f := range l.files {
+		if err := l.fs.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	l.files = nil
+	if len(errs) > 0 {
+		return fmt.Errorf("cdcjoin: state: load: remove tables: %w", errors.Join(errs...))
+	}
+	return nil
+}
