@@ -1,0 +1,279 @@
+// Package bulkload applies a whole snapshot, or the rebuild of a keyed
+// partition, to an empty join state by sorting instead of row by row: the
+// records are sorted externally (package extsort: bounded memory, sorted
+// runs spilled to disk), each row's records are folded into its final state,
+// the sorted parents and children are written as tables (joinstate.Load)
+// and, for a snapshot, the joined rows are emitted by a streaming merge of
+// the sorted parents and children.
+//
+// It reaches the state and the ClickHouse-visible output that the Keyer and
+// the Join reach applying the same records one by one from an empty state:
+//
+//   - a row's stored version is the version of the record that last changed
+//     it (an upsert equal to the stored row changes nothing; TOAST
+//     placeholders keep the stored values; a snapshot child's join key
+//     comes from its completed row, as the child index would resolve it);
+//   - every joined row is emitted once, as an upsert whose version is the
+//     larger of its parent's and its child's versions, which is the version
+//     the record-by-record path emits last for that row; a LEFT join's
+//     parent without children is emitted padded, at the version of the
+//     record that last made it childless (its upsert, a delete of its last
+//     child, or a truncate of the children);
+//   - rows that appeared and disappeared within the load are not emitted,
+//     and nothing is retracted (every row is new).
+//
+// Versions are the caller's: the same records with the same versions give
+// the same state and the same (row, version) pairs, so a load that crashed
+// is simply run again.
+//
+// Memory: at most Options.MemoryBytes of buffered records across the
+// sorters, plus a 256 KiB read buffer per spilled run while merging, plus
+// one row of each side being folded. Disk: a snapshot's children are
+// spilled twice (sorted by child key to fold them and build the child
+// index, then by join key), its parents once; a rebuild's records once.
+package bulkload
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cdcjoin/cdcjoin/extsort"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// Mode selects what a Loader is fed.
+type Mode uint8
+
+// Modes.
+const (
+	// Snapshot: decoded snapshot reads of a new state (Parent, Child). A
+	// child's join key comes from its row; the child index is written.
+	Snapshot Mode = iota + 1
+	// Rebuild: keyed inputs of one keyed partition (Apply): upserts,
+	// deletes and truncates of both sides, children addressed by (join key,
+	// child key). No child index (the keying stage keeps it).
+	Rebuild
+)
+
+// Options configure a Loader.
+type Options struct {
+	Mode Mode
+	// FS and Dir hold the spilled runs. Dir is dedicated to the Loader:
+	// New empties it (runs of a load that crashed) and Close removes it.
+	// FS defaults to the OS filesystem; Dir is required.
+	FS  vfs.FS
+	Dir string
+	// MemoryBytes bounds the buffered records of all sorters together.
+	// Default 256 MiB; at least 1 MiB.
+	MemoryBytes int
+}
+
+// EnsureDefaults fills in the defaults of unset fields and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.MemoryBytes == 0 {
+		o.MemoryBytes = 256 << 20
+	}
+	return o
+}
+
+// Validate reports every problem of o at once (after EnsureDefaults).
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Mode != Snapshot && o.Mode != Rebuild {
+		errs = append(errs, fmt.Errorf("unknown mode %d", o.Mode))
+	}
+	if o.Dir == "" {
+		errs = append(errs, errors.New("no spill directory"))
+	}
+	if o.MemoryBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("memory budget %d is below 1 MiB", o.MemoryBytes))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cdcjoin: bulk load: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Writer receives the loaded state, each keyspace in increasing key order
+// (keyspaces interleaved). *joinstate.Load implements it.
+type Writer interface {
+	AddParent(joinKey, value []byte) error
+	AddChild(joinKey, childKey, value []byte) error
+	AddChildIndex(childKey, entry []byte) error
+}
+
+// Result counts what Finish wrote and emitted.
+type Result struct {
+	Records      uint64 // records fed
+	Parents      uint64 // parent records written
+	Children     uint64 // child records written
+	IndexEntries uint64 // child index entries written (Snapshot)
+	Upserts      uint64 // joined rows emitted (padded ones included)
+	SpilledBytes uint64 // bytes written to sorted runs
+}
+
+// Loader accumulates the records of one load. Not safe for concurrent use.
+// Close it (also after Finish or an error) to remove its runs.
+type Loader struct {
+	spec     *keyed.Spec
+	o        Options
+	parents  *extsort.Sorter
+	children *extsort.Sorter
+	folded   *extsort.Sorter // Snapshot: children by (join key, child key)
+	truncs   [3][]uint64     // Rebuild: truncate versions by side (row.Side)
+	seq      uint64
+	lastVer  uint64
+	key, val []byte
+	res      Result
+	finished bool
+}
+
+// Record kinds in the sorters' values.
+const (
+	kindDelete = 0 // a delete (Rebuild), or a "deleted at" marker (folded children)
+	kindUpsert = 1
+)
+
+// New returns an empty Loader; it empties opts.Dir.
+func New(spec *keyed.Spec, opts Options) (*Loader, error) {
+	if err := opts.EnsureDefaults().Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.FS.RemoveAll(opts.Dir); err != nil {
+		return nil, fmt.Errorf("cdcjoin: bulk load: %w", err)
+	}
+	l := &Loader{spec: spec, o: opts}
+	var err error
+	// Children are about twice the parents in a one-to-many join.
+	if l.parents, err = l.sorter("parents", opts.MemoryBytes/3); err != nil {
+		return nil, err
+	}
+	if l.children, err = l.sorter("children", opts.MemoryBytes-opts.MemoryBytes/3); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Loader) sorter(name string, budget int) (*extsort.Sorter, error) {
+	return extsort.New(extsort.Options{FS: l.o.FS, Dir: l.o.Dir, Name: name, MemoryBytes: budget})
+}
+
+// Len is the number of records fed so far.
+func (l *Loader) Len() uint64 { return l.res.Records }
+
+// Close removes the spilled runs and the spill directory.
+func (l *Loader) Close() error {
+	var errs []error
+	for _, s := range []*extsort.Sorter{l.parents, l.children, l.folded} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	if err := l.o.FS.RemoveAll(l.o.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("cdcjoin: bulk load: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Loader) check(version uint64) error {
+	if l.finished {
+		return errors.New("cdcjoin: bulk load: record after Finish")
+	}
+	if version < l.lastVer {
+		return fmt.Errorf("cdcjoin: bulk load: version %d after %d: versions must not decrease", version, l.lastVer)
+	}
+	l.lastVer = version
+	l.res.Records++
+	l.seq++
+	return nil
+}
+
+// add adds (a ‖ b ‖ seq, kind ‖ version ‖ row) to s.
+func (l *Loader) add(s *extsort.Sorter, a, b []byte, kind byte, withKind bool, version uint64, vals []row.Value) error {
+	l.key = binary.BigEndian.AppendUint64(append(append(l.key[:0], a...), b...), l.seq)
+	l.val = l.val[:0]
+	if withKind {
+		l.val = append(l.val, kind)
+	}
+	l.val = binary.AppendUvarint(l.val, version)
+	if vals != nil {
+		l.val = row.AppendRow(l.val, vals)
+	}
+	return s.Add(l.key, l.val)
+}
+
+// Parent feeds a snapshot read of the parent joinKey (Snapshot mode).
+// Versions must not decrease from one record to the next.
+func (l *Loader) Parent(joinKey []byte, version uint64, vals []row.Value) error {
+	if l.o.Mode != Snapshot {
+		return errors.New("cdcjoin: bulk load: Parent needs Snapshot mode")
+	}
+	if err := l.check(version); err != nil {
+		return err
+	}
+	return l.add(l.parents, joinKey, nil, kindUpsert, true, version, vals)
+}
+
+// Child feeds a snapshot read of the child childKey (Snapshot mode); its
+// join key is resolved from vals when the load finishes.
+func (l *Loader) Child(childKey []byte, version uint64, vals []row.Value) error {
+	if l.o.Mode != Snapshot {
+		return errors.New("cdcjoin: bulk load: Child needs Snapshot mode")
+	}
+	if err := l.check(version); err != nil {
+		return err
+	}
+	return l.add(l.children, childKey, nil, 0, false, version, vals)
+}
+
+// Apply feeds one keyed input (Rebuild mode) applied at version.
+func (l *Loader) Apply(in *keyed.Input, version uint64) error {
+	if l.o.Mode != Rebuild {
+		return errors.New("cdcjoin: bulk load: Apply needs Rebuild mode")
+	}
+	if err := l.check(version); err != nil {
+		return err
+	}
+	switch in.Kind {
+	case keyed.ParentUpsert:
+		return l.add(l.parents, in.JoinKey, nil, kindUpsert, true, version, in.Row)
+	case keyed.ParentDelete:
+		return l.add(l.parents, in.JoinKey, nil, kindDelete, true, version, nil)
+	case keyed.ChildUpsert:
+		return l.add(l.children, in.JoinKey, in.ChildKey, kindUpsert, true, version, in.Row)
+	case keyed.ChildDelete:
+		return l.add(l.children, in.JoinKey, in.ChildKey, kindDelete, true, version, nil)
+	case keyed.Truncate:
+		l.truncs[in.Side] = append(l.truncs[in.Side], version)
+		return nil
+	}
+	return fmt.Errorf("cdcjoin: bulk load: cannot apply a %s input", in.Kind)
+}
+
+// split returns a sorter key's record key (without the sequence number)
+// and decodes a value into kind, version and row bytes.
+func split(key, val []byte, withKind bool) (k []byte, kind byte, version uint64, rowBytes []byte, err error) {
+	if len(key) < 8 {
+		return nil, 0, 0, nil, fmt.Errorf("%w: bulk load record key", row.ErrCorrupt)
+	}
+	kind = kindUpsert
+	if withKind {
+		if len(val) == 0 {
+			return nil, 0, 0, nil, fmt.Errorf("%w: bulk load record", row.ErrCorrupt)
+		}
+		kind, val = val[0], val[1:]
+	}
+	version, n := binary.Uvarint(val)
+	if n <= 0 {
+		return nil, 0, 0, nil, fmt.Errorf("%w: bulk load record version", row.ErrCorrupt)
+	}
+	return key[:len(key)-8], kind, version, val[n:], nil
+}
