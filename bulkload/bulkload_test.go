@@ -132,7 +132,7 @@ func dump(t testing.TB, m *keyed.MemState, n int64, index bool) string {
 			fmt.Fprintf(&b, "P %d v%d pad%d %v\n", i, p.Version, p.PadVersion, p.Row)
 		}
 		if e, ok, _ := m.ChildIndex(key(i)); ok && index {
-			jk, vals, err := keyed.DecodeIndexEntry(e, nil)
+			_, jk, vals, err := keyed.DecodeIndexEntry(e, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -280,7 +280,7 @@ func (l *Loader) foldSnapshotChildren(w Writer) (childSource, error) {
 	)
 	flush := func() error {
 		if f.live {
-			entry = keyed.AppendIndexEntry(entry[:0], jk, f.vals)
+			entry = keyed.AppendIndexEntry(entry[:0], -1, jk, f.vals)
 			if err := w.AddChildIndex(ck, entry); err != nil {
 				return err
 			}

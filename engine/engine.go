@@ -25,6 +25,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cdcjoin/cdcjoin/bulkload"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/debezium"
@@ -74,6 +75,7 @@ type Stats struct {
 	Bad        uint64 // records dead-lettered
 	Commits    uint64
 	Join       keyed.Stats
+	Bulk       bulkload.Result // the snapshot's bulk load, once it ended
 }
 
 // Engine is the single-process join. Not safe for concurrent use.
@@ -101,6 +103,13 @@ type Engine struct {
 	// given to every decoder made later.
 	keyTypes      []byte
 	keyTypesDirty bool
+
+	// Bulk load of a new state's snapshot (bulk.go); bulk is nil when not
+	// loading.
+	bulk     *bulkload.Loader
+	bulkDir  string
+	bulkKey  []byte
+	endAfter bool // the record just loaded ends the snapshot
 }
 
 var (
@@ -164,6 +173,12 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	if err := e.dec.RestoreKeyTypes(e.keyTypes); err != nil {
 		store.Close()
 		return nil, fmt.Errorf("cdcjoin: state in %s: %w", cfg.State.Dir, err)
+	}
+	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 {
+		if err := e.startBulk(); err != nil {
+			store.Close()
+			return nil, err
+		}
 	}
 	e.txn = store.Begin()
 	return e, nil
@@ -334,7 +349,10 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	}
 	e.next[tp] = r.Offset + 1
 	e.pending++
-	if e.pending >= e.cfg.State.BatchEvents {
+	if e.endAfter {
+		return e.endBulk(ctx)
+	}
+	if e.bulk == nil && e.pending >= e.cfg.State.BatchEvents {
 		return e.Commit(ctx)
 	}
 	return nil
@@ -365,6 +383,11 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	}
 	e.stats.Events++
 	e.types.Observe(d.side, &d.ev)
+	if e.bulk != nil {
+		if consumed, err := e.bulkApply(ctx, d); consumed || err != nil {
+			return err
+		}
+	}
 	r := &d.Record
 	emit := e.buf.Emitter(ctx)
 	e.keyer.Partition = r.Partition
@@ -381,8 +404,11 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 }
 
 // Commit flushes emitted changes to the sink and then commits state,
-// version clock and positions atomically.
+// version clock and positions atomically. It ends a bulk load.
 func (e *Engine) Commit(ctx context.Context) error {
+	if e.bulk != nil {
+		return e.endBulk(ctx)
+	}
 	if e.pending == 0 && e.txn.Empty() {
 		return nil
 	}
@@ -423,6 +449,10 @@ func (e *Engine) Commit(ctx context.Context) error {
 // Close discards uncommitted work (call Commit first to keep it) and closes
 // the state.
 func (e *Engine) Close() error {
+	if e.bulk != nil {
+		e.bulk.Close()
+		e.bulk = nil
+	}
 	if e.txn != nil {
 		e.txn.Abort()
 		e.txn = nil

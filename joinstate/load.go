@@ -2,12 +2,14 @@ package joinstate
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -44,6 +46,13 @@ type Load struct {
 	key    []byte
 	next   int
 	done   bool
+	// warm holds the loaded entries while they fit in a share of the row
+	// cache, to put there after the ingest (see Commit); cold: they did
+	// not fit.
+	warm      []byte
+	cold      bool
+	warmLimit int
+	mark      []byte
 }
 
 // loadTable is one keyspace's current table.
@@ -60,7 +69,10 @@ func (s *Store) BeginLoad(dir string) (*Load, error) {
 	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cdcjoin: state: load: %w", err)
 	}
-	l := &Load{s: s, fs: s.fs, dir: dir, meta: map[string][]byte{}}
+	l := &Load{s: s, fs: s.fs, dir: dir, meta: map[string][]byte{}, cold: s.cache == nil}
+	if s.cache != nil {
+		l.warmLimit = s.cache.max / 2
+	}
 	l.wo = s.po.MakeWriterOptions(len(s.po.Levels)-1, s.db.TableFormat())
 	s.mu.Lock()
 	l.gens = s.gens
@@ -101,6 +113,16 @@ func (l *Load) SetPosition(topic string, partition int32, next int64) {
 	l.meta[string(positionKey(nil, topic, partition))] = positionValue(next)
 }
 
+// SyncWAL makes every commit so far durable (an fsync of the WAL), whatever
+// Options.Sync says: for the few commits that must survive an OS crash (a
+// bulk load's version clock, written before the load).
+func (s *Store) SyncWAL() error {
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("cdcjoin: state: sync: %w", err)
+	}
+	return nil
+}
+
 // ErrLoadOrder is returned (wrapped) when a keyspace's entries are not
 // added in increasing key order.
 var ErrLoadOrder = errors.New("cdcjoin: state: load: keys out of order")
@@ -135,7 +157,59 @@ func (l *Load) add(prefix byte, a, b, value []byte) error {
 	if err := t.w.Set(l.key, value); err != nil {
 		return fmt.Errorf("cdcjoin: state: load: %w", err)
 	}
+	l.keep(l.key, value)
+	if prefix == prefixChild {
+		l.mark = append(l.gens.header(l.mark[:0], prefixChildMark), a...)
+		l.keep(l.mark, nil)
+	}
 	return nil
+}
+
+// keep remembers an entry for the row cache while the entries fit.
+func (l *Load) keep(key, value []byte) {
+	if l.cold {
+		return
+	}
+	if len(l.warm)+entrySize(key, value)+idxEntryBytes > l.warmLimit {
+		l.cold, l.warm = true, nil
+		return
+	}
+	l.warm = binary.AppendUvarint(l.warm, uint64(len(key)))
+	l.warm = append(l.warm, key...)
+	l.warm = binary.AppendUvarint(l.warm, uint64(len(value)))
+	l.warm = append(l.warm, value...)
+}
+
+// warmCache empties the row cache and, if the loaded entries fit, puts
+// them there; keyspaces that were held completely before the load (empty)
+// then still are.
+func (l *Load) warmCache() {
+	c := l.s.cache
+	if c == nil {
+		return
+	}
+	var complete [4]bool
+	for _, p := range []byte{prefixParent, prefixChild, prefixIndex, prefixPIndex} {
+		complete[genSlot(p)] = c.completeFor(p, l.gens[genSlot(p)])
+	}
+	c.reset()
+	if l.cold {
+		return
+	}
+	for b := l.warm; len(b) > 0; {
+		kl, n := binary.Uvarint(b)
+		key := b[n : n+int(kl)]
+		b = b[n+int(kl):]
+		vl, m := binary.Uvarint(b)
+		c.fill(key, true, b[m:m+int(vl)])
+		b = b[m+int(vl):]
+	}
+	for _, p := range []byte{prefixParent, prefixChild, prefixIndex, prefixPIndex} {
+		if complete[genSlot(p)] {
+			c.setComplete(p, l.gens[genSlot(p)])
+		}
+	}
+	l.warm = nil
 }
 
 func (l *Load) create() (*sstable.Writer, error) {
@@ -160,19 +234,32 @@ func (l *Load) finishTable(t *loadTable) error {
 }
 
 // Commit finishes the tables and ingests them with the metadata and
-// positions, atomically; the row cache is emptied. After an error the state
-// is unchanged and the files are removed.
+// positions, atomically. The row cache then holds the loaded entries if
+// they fit in half of it (and a keyspace that was empty stays held
+// completely), else nothing. A load of no state entries commits its
+// metadata and positions in a Txn instead. After an error the state is
+// unchanged and the files are removed.
 func (l *Load) Commit() error {
 	if l.done {
 		return errors.New("cdcjoin: state: load already committed or aborted")
 	}
-	err := l.finish()
-	if err == nil && len(l.files) > 0 {
-		err = l.s.db.Ingest(context.Background(), l.files)
-		if err == nil && l.s.cache != nil {
-			l.s.cache.reset()
+	if len(l.files) == 0 {
+		l.done = true
+		t := l.s.Begin()
+		for k, v := range l.meta {
+			if err := t.set([]byte(k), v); err != nil {
+				t.Abort()
+				return err
+			}
 		}
-		if err != nil {
+		return t.Commit()
+	}
+	err := l.finish()
+	if err == nil {
+		err = l.s.db.Ingest(context.Background(), l.files)
+		if err == nil {
+			l.warmCache()
+		} else {
 			err = fmt.Errorf("cdcjoin: state: load: ingest: %w", err)
 		}
 	}

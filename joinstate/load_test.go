@@ -127,3 +127,37 @@ func TestLoadOrderAndAbort(t *testing.T) {
 		t.Fatal("aborted load visible")
 	}
 }
+
+// A load that fits in the row cache leaves it warm and complete: reads of
+// loaded and of absent keys are answered without pebble, and child scans
+// still find the loaded children.
+func TestLoadWarmsRowCache(t *testing.T) {
+	s, err := Open(Options{Dir: "/st", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	must(t, loadSome(t, s, 100).Commit())
+	before, _ := s.Stats()
+	tx := s.Begin()
+	defer tx.Abort()
+	if v, ok, _ := tx.Parent(intKey(7)); !ok || string(v) != "p7" {
+		t.Fatalf("parent 7: %q %v", v, ok)
+	}
+	if _, ok, _ := tx.Parent(intKey(1000)); ok {
+		t.Fatal("parent 1000 exists")
+	}
+	if _, ok, _ := tx.ChildIndex(intKey(999)); ok {
+		t.Fatal("index 999 exists")
+	}
+	n := 0
+	must(t, tx.Children(intKey(7), func(ck, v []byte) error { n++; return nil }))
+	if has, _ := tx.HasChildren(intKey(1000), nil); n != 2 || has {
+		t.Fatalf("children of 7: %d; parent 1000 has children: %v", n, has)
+	}
+	after, _ := s.Stats()
+	if after.RowCacheMisses != before.RowCacheMisses || after.RowCacheHits < before.RowCacheHits+3 {
+		t.Fatalf("row cache after a small load: %d → %d hits, %d → %d misses", before.RowCacheHits, after.RowCacheHits,
+			before.RowCacheMisses, after.RowCacheMisses)
+	}
+}
