@@ -20,7 +20,7 @@ parent: {topic: %s, key: id}
 child:  {topic: %s, key: id, parent_key: user_id}
 join: inner
 select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
-state: {dir: %q, cache_mb: %d, batch_events: %d, sync: %t}
+state: {dir: %q, cache_mb: %d, batch_events: %d, sync: %t%s}
 %s`
 
 func jobConfig(o Options, stateDir, extra string) (*config.Config, error) {
@@ -30,7 +30,16 @@ func jobConfig(o Options, stateDir, extra string) (*config.Config, error) {
 
 // jobConfigTopics is jobConfig on the given source topics.
 func jobConfigTopics(o Options, parentTopic, childTopic, stateDir, extra string) (*config.Config, error) {
-	y := fmt.Sprintf(jobYAML, parentTopic, childTopic, stateDir, o.CacheMB, o.BatchEvents, o.Sync, extra)
+	var st string
+	for _, kv := range []struct {
+		name string
+		v    int
+	}{{"bulk_load_mb", o.BulkLoadMB}, {"memtable_mb", o.MemTableMB}, {"row_cache_mb", o.RowCacheMB}} {
+		if kv.v != 0 {
+			st += fmt.Sprintf(", %s: %d", kv.name, kv.v)
+		}
+	}
+	y := fmt.Sprintf(jobYAML, parentTopic, childTopic, stateDir, o.CacheMB, o.BatchEvents, o.Sync, st, extra)
 	return config.Parse([]byte(y), "bench.yaml")
 }
 
@@ -118,6 +127,13 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 	var i int64
 	probeTopic := d.syn.childTopic
 	probePart := int32(d.o.Workload.Partitions + 1)
+	// Snapshot probes are snapshot reads too: a streaming event would end
+	// the engine's bulk load. Their latency is when the load's rows reach
+	// the sink.
+	probeOp := byte('c')
+	if req.kind == phaseSnapshot {
+		probeOp = 'r'
+	}
 	var er engine.Record
 	for {
 		var b *batch
@@ -142,7 +158,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 					sent = due // latency from the scheduled time: no coordinated omission
 				}
 				id := d.pr.next(sent, idx)
-				k, v := d.syn.domain('c', id, probeUserID, "probe.example.com", r.tsMs)
+				k, v := d.syn.domain(probeOp, id, probeUserID, "probe.example.com", r.tsMs)
 				er = engine.Record{Topic: probeTopic, Partition: probePart, Offset: d.probeO, Key: k, Value: v}
 				d.probeO++
 				if err := d.eng.Process(ctx, &er); err != nil {
@@ -150,7 +166,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 				}
 				ph.Probes++
 			}
-			if i&63 == 0 && time.Since(d.last) >= d.o.Linger {
+			if i&63 == 0 && !d.eng.Loading() && time.Since(d.last) >= d.o.Linger {
 				if err := d.eng.Commit(ctx); err != nil {
 					return ph, err
 				}

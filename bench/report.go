@@ -47,13 +47,18 @@ type WorkloadReport struct {
 
 // Settings are the pipeline settings of the run.
 type Settings struct {
-	CacheMB     int     `json:"cache_mb"`
-	BatchEvents int     `json:"batch_events"`
-	Sync        bool    `json:"sync"`
-	LingerMs    float64 `json:"linger_ms"`
-	ProbeEvery  int     `json:"probe_every"`
-	Producers   int     `json:"producers,omitempty"`
-	Brokers     string  `json:"brokers,omitempty"`
+	CacheMB     int `json:"cache_mb"`
+	BatchEvents int `json:"batch_events"`
+	// BulkLoadMB, MemTableMB and RowCacheMB are the state settings (0:
+	// the configuration's defaults, 256, 8 and 64).
+	BulkLoadMB int     `json:"bulk_load_mb,omitempty"`
+	MemTableMB int     `json:"memtable_mb,omitempty"`
+	RowCacheMB int     `json:"row_cache_mb,omitempty"`
+	Sync       bool    `json:"sync"`
+	LingerMs   float64 `json:"linger_ms"`
+	ProbeEvery int     `json:"probe_every"`
+	Producers  int     `json:"producers,omitempty"`
+	Brokers    string  `json:"brokers,omitempty"`
 }
 
 // Point is one scale point: a fresh state loaded with Rows source rows,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -94,6 +95,7 @@ func newReport(o Options) *Report {
 			UserPads: w.UserPads, DomainPads: w.DomainPads, PadBytes: w.PadBytes, Schema: w.Schema, Partitions: w.Partitions,
 			StormRenames: w.StormRenames, StormGap: w.StormGap, RateSeconds: w.RateDuration.Seconds()},
 		Settings: Settings{CacheMB: o.CacheMB, BatchEvents: o.BatchEvents, Sync: o.Sync,
+			BulkLoadMB: o.BulkLoadMB, MemTableMB: o.MemTableMB, RowCacheMB: o.RowCacheMB,
 			LingerMs: float64(o.Linger) / 1e6, ProbeEvery: o.ProbeEvery},
 	}
 	r.Machine.Note = o.MachineNote
@@ -172,7 +174,15 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 		o.progress(fmt.Sprintf("bench rows=%s %s: done: %d records in %.1fs, %.0f rec/s, %.0f rec/CPU-s, p99 %.1f ms, %d output rows",
 			formatRows(pt.Rows), ph.Name, ph.Events, ph.WallSeconds, ph.EventsPerSecond, ph.EventsPerCPUSecond, ph.Latency.P99Ms, ph.OutputRows))
 	}
-	ph, err := d.phase(ctx, 0, "snapshot", phaseReq{kind: phaseSnapshot}, 0)
+	// Profiles (--cpuprofile) carry the phase as a label: go tool pprof
+	// -tagfocus phase=cdc.
+	phase := func(idx int, name string, req phaseReq, rate float64) (ph Phase, err error) {
+		pprof.Do(ctx, pprof.Labels("phase", name), func(ctx context.Context) {
+			ph, err = d.phase(ctx, idx, name, req, rate)
+		})
+		return ph, err
+	}
+	ph, err := phase(0, "snapshot", phaseReq{kind: phaseSnapshot}, 0)
 	if err != nil {
 		return err
 	}
@@ -180,7 +190,7 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 	if err := d.measureState(pt, false); err != nil {
 		return err
 	}
-	ph, err = d.phase(ctx, 1, "cdc", phaseReq{kind: phaseCDC, n: p.cdc}, 0)
+	ph, err = phase(1, "cdc", phaseReq{kind: phaseCDC, n: p.cdc}, 0)
 	if err != nil {
 		return err
 	}
@@ -191,14 +201,14 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 	}
 	if rate > 0 {
 		n := int64(rate * o.Workload.RateDuration.Seconds())
-		ph, err = d.phase(ctx, 2, "cdc_rate", phaseReq{kind: phaseCDC, n: max(n, 1)}, rate)
+		ph, err = phase(2, "cdc_rate", phaseReq{kind: phaseCDC, n: max(n, 1)}, rate)
 		if err != nil {
 			return err
 		}
 		add(&ph)
 	}
 	if o.Workload.StormRenames > 0 {
-		ph, err = d.phase(ctx, 3, "storm", phaseReq{kind: phaseStorm}, 0)
+		ph, err = phase(3, "storm", phaseReq{kind: phaseStorm}, 0)
 		if err != nil {
 			return err
 		}
