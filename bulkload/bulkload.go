@@ -27,8 +27,8 @@
 // is simply run again.
 //
 // Memory: at most Options.MemoryBytes of buffered records across the
-// sorters, plus a 256 KiB read buffer per spilled run while merging, plus
-// one row of each side being folded. Disk: a snapshot's children are
+// sorters (outside the Go heap), plus a 256 KiB read buffer per spilled run
+// while merging, plus one row of each side being folded. Disk: a snapshot's children are
 // spilled twice (sorted by child key to fold them and build the child
 // index, then by join key), its parents once; a rebuild's records once.
 package bulkload

@@ -258,12 +258,21 @@ func (s *snapshotChildren) next(c *child) (bool, error) {
 // one. It writes the child index and sorts the folded children by (join
 // key, child key) for the merge.
 func (l *Loader) foldSnapshotChildren(w Writer) (childSource, error) {
+	// The folded children get what the two buffers leave of the budget
+	// (at least a third): the children's buffer goes to disk first when
+	// it spilled before (the data is large) or the two take most of it.
+	b := l.o.MemoryBytes
+	if l.children.Runs() > 0 || l.parents.BufferedBytes()+l.children.BufferedBytes() > 2*b/3 {
+		if err := l.children.Spill(true); err != nil {
+			return nil, err
+		}
+	}
 	it, err := l.children.Sort()
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	if l.folded, err = l.sorter("folded", l.o.MemoryBytes-l.o.MemoryBytes/3); err != nil {
+	if l.folded, err = l.sorter("folded", b-l.parents.BufferedBytes()-l.children.BufferedBytes()); err != nil {
 		return nil, err
 	}
 	type removal struct {

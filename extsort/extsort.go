@@ -10,8 +10,8 @@
 // of one row, say) append a sequence number to the key.
 //
 // Memory: a Sorter holds at most Options.MemoryBytes of buffered records
-// (their bytes plus 16 bytes of index each) and, while merging, one read
-// buffer of Options.ReadBufferBytes per run. Disk: every record is written to
+// (their bytes plus 24 bytes of index each), allocated outside the Go heap,
+// and, while merging, one read buffer of Options.ReadBufferBytes per run. Disk: every record is written to
 // one run file once and read back once (when the records fit in the budget,
 // nothing is written).
 package extsort
@@ -26,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -87,25 +88,35 @@ func (o *Options) Validate() error {
 // zero-padded) decide most comparisons without touching the arena.
 type entry struct {
 	prefix uint64
-	off    uint32 // of the key in arena
+	off    uint32 // of the key in the region
 	klen   uint32
 	vlen   uint32
 }
 
-const entryBytes = 24 // with padding
+const entryBytes = int(unsafe.Sizeof(entry{}))
+
+// maxRecord bounds one record in a run file (a corrupt length is caught).
+const maxRecord = 1 << 30
 
 // Sorter accumulates records and returns them sorted by key. Add copies
 // its arguments. Not safe for concurrent use. Close it to remove its run
-// files (also after an error).
+// files (also after an error), after closing its Iterator.
+//
+// The buffer is one region of Options.MemoryBytes allocated outside the Go
+// heap on first use: record bytes fill it from the start, their index
+// entries from the end; when the two meet, the buffer is sorted and
+// spilled.
 type Sorter struct {
 	o       Options
-	arena   []byte
-	entries []entry
+	region  []byte // nil until the first Add, and after Close or Spill(release)
+	used    int    // record bytes at the start of region
+	n       int    // entries at the end of region
 	runs    []string
-	n       uint64
+	total   uint64
 	spilled uint64 // bytes written to runs
 	next    int    // run file number
 	sorted  bool
+	closed  bool
 }
 
 // New returns an empty Sorter. It creates opts.Dir.
@@ -120,7 +131,7 @@ func New(opts Options) (*Sorter, error) {
 }
 
 // Len is the number of records added.
-func (s *Sorter) Len() uint64 { return s.n }
+func (s *Sorter) Len() uint64 { return s.total }
 
 // SpilledBytes is the number of bytes written to run files so far.
 func (s *Sorter) SpilledBytes() uint64 { return s.spilled }
@@ -128,31 +139,46 @@ func (s *Sorter) SpilledBytes() uint64 { return s.spilled }
 // Runs is the number of run files written so far.
 func (s *Sorter) Runs() int { return len(s.runs) }
 
-// maxRecord bounds one record (the arena is addressed with 32 bits).
-const maxRecord = 1 << 30
+// BufferedBytes is the memory the buffered records take (bytes and index).
+func (s *Sorter) BufferedBytes() int { return s.used + s.n*entryBytes }
+
+// entries is the index of the buffered records (in the region's tail).
+func (s *Sorter) entries() []entry {
+	if s.n == 0 {
+		return nil
+	}
+	end := len(s.region) &^ 7
+	return unsafe.Slice((*entry)(unsafe.Pointer(&s.region[end-s.n*entryBytes])), s.n)
+}
 
 // Add adds a record. It spills a full buffer to a run file first (so it may
-// block on disk I/O). Errors are I/O errors, or a record over 1 GiB.
+// block on disk I/O). Errors are I/O errors, or a record that does not fit
+// in the memory budget.
 func (s *Sorter) Add(key, value []byte) error {
 	if s.sorted {
 		return errors.New("cdcjoin: extsort: Add after Sort")
 	}
 	size := len(key) + len(value)
-	if size >= maxRecord {
-		return fmt.Errorf("cdcjoin: extsort: record of %d bytes is too large", size)
+	if size+entryBytes+8 > s.o.MemoryBytes {
+		return fmt.Errorf("cdcjoin: extsort: a record of %d bytes does not fit in the sort memory (%d bytes)", size, s.o.MemoryBytes)
 	}
-	if len(s.entries) > 0 && len(s.arena)+size+(len(s.entries)+1)*entryBytes > s.o.MemoryBytes {
+	if s.region == nil {
+		var err error
+		if s.region, err = allocRegion(s.o.MemoryBytes); err != nil {
+			return err
+		}
+	}
+	if s.used+size+(s.n+1)*entryBytes > len(s.region)&^7 {
 		if err := s.spill(); err != nil {
 			return err
 		}
 	}
-	if s.arena == nil {
-		s.arena = make([]byte, 0, min(s.o.MemoryBytes/2, 1<<20))
-	}
-	off := len(s.arena)
-	s.arena = append(append(s.arena, key...), value...)
-	s.entries = append(s.entries, entry{prefix: prefixOf(key), off: uint32(off), klen: uint32(len(key)), vlen: uint32(len(value))})
+	off := s.used
+	s.used += copy(s.region[off:], key)
+	s.used += copy(s.region[s.used:], value)
 	s.n++
+	s.entries()[0] = entry{prefix: prefixOf(key), off: uint32(off), klen: uint32(len(key)), vlen: uint32(len(value))}
+	s.total++
 	return nil
 }
 
@@ -165,10 +191,10 @@ func prefixOf(key []byte) uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-func (s *Sorter) key(e *entry) []byte { return s.arena[e.off : e.off+e.klen] }
+func (s *Sorter) key(e *entry) []byte { return s.region[e.off : e.off+e.klen] }
 
 func (s *Sorter) sortBuffer() {
-	slices.SortFunc(s.entries, func(a, b entry) int {
+	slices.SortFunc(s.entries(), func(a, b entry) int {
 		if a.prefix != b.prefix {
 			if a.prefix < b.prefix {
 				return -1
@@ -177,6 +203,25 @@ func (s *Sorter) sortBuffer() {
 		}
 		return bytes.Compare(s.key(&a), s.key(&b))
 	})
+}
+
+// Spill writes the buffered records to a run file now (a caller that needs
+// the memory for something else); with release, the buffer's memory is
+// returned to the OS (the next Add allocates it again).
+func (s *Sorter) Spill(release bool) error {
+	if s.sorted {
+		return errors.New("cdcjoin: extsort: Spill after Sort")
+	}
+	if s.n > 0 {
+		if err := s.spill(); err != nil {
+			return err
+		}
+	}
+	if release {
+		freeRegion(s.region)
+		s.region = nil
+	}
+	return nil
 }
 
 // spill sorts the buffer and writes it to a new run file.
@@ -191,12 +236,13 @@ func (s *Sorter) spill() error {
 	s.runs = append(s.runs, name)
 	w := bufio.NewWriterSize(f, 1<<20)
 	var hdr [2 * binary.MaxVarintLen32]byte
-	for i := range s.entries {
-		e := &s.entries[i]
+	es := s.entries()
+	for i := range es {
+		e := &es[i]
 		n := binary.PutUvarint(hdr[:], uint64(e.klen))
 		n += binary.PutUvarint(hdr[n:], uint64(e.vlen))
 		w.Write(hdr[:n])
-		w.Write(s.arena[e.off : e.off+e.klen+e.vlen])
+		w.Write(s.region[e.off : e.off+e.klen+e.vlen])
 		s.spilled += uint64(n) + uint64(e.klen+e.vlen)
 	}
 	err = w.Flush()
@@ -206,7 +252,7 @@ func (s *Sorter) spill() error {
 	if err != nil {
 		return fmt.Errorf("cdcjoin: extsort: write run: %w", err)
 	}
-	s.arena, s.entries = s.arena[:0], s.entries[:0]
+	s.used, s.n = 0, 0
 	return nil
 }
 
@@ -231,8 +277,8 @@ func (s *Sorter) Sort() (*Iterator, error) {
 		it.files = append(it.files, f)
 		it.srcs = append(it.srcs, r)
 	}
-	if len(s.entries) > 0 {
-		it.srcs = append(it.srcs, &memReader{s: s})
+	if s.n > 0 {
+		it.srcs = append(it.srcs, &memReader{s: s, es: s.entries()})
 	}
 	for _, src := range it.srcs {
 		ok, err := src.next()
@@ -252,7 +298,7 @@ func (s *Sorter) Sort() (*Iterator, error) {
 // can be used again.
 func (s *Sorter) Reset() error {
 	err := s.removeRuns()
-	s.arena, s.entries, s.n, s.sorted = s.arena[:0], s.entries[:0], 0, false
+	s.used, s.n, s.total, s.sorted = 0, 0, 0, false
 	return err
 }
 
@@ -270,10 +316,13 @@ func (s *Sorter) removeRuns() error {
 	return nil
 }
 
-// Close removes the run files and releases the buffer.
+// Close removes the run files and releases the buffer. An Iterator of the
+// Sorter must be closed first (after Close, its Next reports an error).
 func (s *Sorter) Close() error {
 	err := s.removeRuns()
-	s.arena, s.entries = nil, nil
+	freeRegion(s.region)
+	s.region, s.used, s.n = nil, 0, 0
+	s.closed = true
 	return err
 }
 
@@ -286,20 +335,24 @@ type source interface {
 
 // memReader reads the sorted in-memory buffer.
 type memReader struct {
-	s *Sorter
-	i int // 1 + index of the current entry
+	s  *Sorter
+	es []entry
+	i  int // 1 + index of the current entry
 }
 
 func (m *memReader) next() (bool, error) {
+	if m.s.closed {
+		return false, errors.New("cdcjoin: extsort: Sorter closed while iterating")
+	}
 	m.i++
-	return m.i <= len(m.s.entries), nil
+	return m.i <= len(m.es), nil
 }
 
-func (m *memReader) key() []byte { return m.s.key(&m.s.entries[m.i-1]) }
+func (m *memReader) key() []byte { return m.s.key(&m.es[m.i-1]) }
 
 func (m *memReader) value() []byte {
-	e := &m.s.entries[m.i-1]
-	return m.s.arena[e.off+e.klen : e.off+e.klen+e.vlen]
+	e := &m.es[m.i-1]
+	return m.s.region[e.off+e.klen : e.off+e.klen+e.vlen]
 }
 
 // runReader reads a run file.

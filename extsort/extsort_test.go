@@ -155,3 +155,59 @@ func BenchmarkSort(b *testing.B) {
 		s.Close()
 	}
 }
+
+// Spill writes the buffer now and can release its memory; records added
+// later are merged with the spilled ones.
+func TestSpillRelease(t *testing.T) {
+	s, err := New(Options{FS: vfs.NewMem(), Dir: "d", MemoryBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Add([]byte("b"), []byte("2"))
+	if s.BufferedBytes() != 2+entryBytes {
+		t.Fatalf("buffered %d", s.BufferedBytes())
+	}
+	if err := s.Spill(true); err != nil {
+		t.Fatal(err)
+	}
+	if s.BufferedBytes() != 0 || s.Runs() != 1 {
+		t.Fatalf("after Spill: %d buffered, %d runs", s.BufferedBytes(), s.Runs())
+	}
+	s.Add([]byte("a"), []byte("1"))
+	s.Add([]byte("c"), []byte("3"))
+	if err := s.Add(make([]byte, 2<<20), nil); err == nil {
+		t.Fatal("a record larger than the memory accepted")
+	}
+	it, err := s.Sort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for it.Next() {
+		got = append(got, string(it.Key())+"="+string(it.Value()))
+	}
+	if !slices.Equal(got, []string{"a=1", "b=2", "c=3"}) || it.Err() != nil {
+		t.Fatalf("got %v, %v", got, it.Err())
+	}
+	it.Close()
+}
+
+// Closing the Sorter under a live Iterator makes it fail, not read freed
+// memory.
+func TestCloseWhileIterating(t *testing.T) {
+	s, _ := New(Options{FS: vfs.NewMem(), Dir: "d"})
+	s.Add([]byte("a"), nil)
+	s.Add([]byte("b"), nil)
+	it, err := s.Sort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Next() {
+		t.Fatal("no first record")
+	}
+	s.Close()
+	if it.Next() || it.Err() == nil {
+		t.Fatal("iteration went on after Close")
+	}
+}
