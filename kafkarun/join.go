@@ -147,6 +147,11 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		pos = -1
 	}
 	w.pos.Store(pos)
+	if err := w.startRebuild(dir, has); err != nil {
+		st.Close()
+		sk.Close()
+		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
+	}
 	j.mu.Lock()
 	j.workers[p] = w
 	j.committed[p] = committed
@@ -461,6 +466,7 @@ type worker struct {
 	upserts  int
 	retracts int
 	input    keyed.Input
+	rb       *rebuild // a bulk rebuild in progress (rebuild.go), or nil
 }
 
 func (w *worker) stopAndWait() {
@@ -470,21 +476,26 @@ func (w *worker) stopAndWait() {
 
 func (w *worker) run() {
 	defer close(w.done)
+	defer w.stopRebuild()
 	for {
 		select {
 		case <-w.stop:
 			return
 		default:
 		}
+		var err error
 		select {
 		case <-w.stop:
 			return
 		case recs := <-w.in:
-			if err := w.process(recs); err != nil {
-				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
-				return
-			}
+			err = w.process(recs)
+		case <-w.idle():
+			err = w.finishRebuild()
+		}
+		if err != nil {
+			w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+			w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+			return
 		}
 	}
 }
@@ -496,6 +507,12 @@ const writeChunk = 1024
 // only then commits the state with the new position and version clock. On
 // error nothing of the batch is committed.
 func (w *worker) process(recs []*kgo.Record) error {
+	if w.rb != nil {
+		var err error
+		if recs, err = w.rebuildRecords(recs); err != nil || len(recs) == 0 {
+			return err
+		}
+	}
 	ctx := context.Background()
 	pos := w.pos.Load()
 	t := w.store.Begin()
