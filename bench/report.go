@@ -163,16 +163,32 @@ func (r *Report) WriteFiles(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("cdcjoin: bench: %w", err)
 	}
-	charts := r.charts()
-	for name, svg := range charts {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
-			return fmt.Errorf("cdcjoin: bench: %w", err)
-		}
+	if err := r.writeCharts(dir); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(r.Markdown()), 0o644); err != nil {
 		return fmt.Errorf("cdcjoin: bench: %w", err)
 	}
 	return nil
+}
+
+func (r *Report) writeCharts(dir string) error {
+	for name, svg := range r.charts() {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
+			return fmt.Errorf("cdcjoin: bench: %w", err)
+		}
+	}
+	return nil
+}
+
+// RenderCharts draws the SVG charts of dir/report.json again into dir (the
+// report's numbers, this version's drawing; REPORT.md is left as it is).
+func RenderCharts(dir string) error {
+	r, err := ReadReport(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return err
+	}
+	return r.writeCharts(dir)
 }
 
 // ReadReport reads a report.json.

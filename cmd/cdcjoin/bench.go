@@ -46,6 +46,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		jsonl := fs.String("write-jsonl", "", "write the workload as replay JSONL files into `dir` and exit")
 		history := fs.String("write-history", "", "write a seeded CDC history of --history-ops operations (the oracle's mix) and its expected join into `dir` and exit")
 		historyOps := fs.String("history-ops", "1e6", "operations of the --write-history history")
+		render := fs.String("render-charts", "", "draw the SVG charts of `dir`/report.json again (this version's drawing) and exit")
 		seed := fs.Int64("seed", 1, "workload seed")
 		children := fs.Float64("children", 2, "average children per parent")
 		skew := fs.Float64("skew", 0, "Zipf skew (> 1) of children's parents; 0 = uniform")
@@ -125,6 +126,9 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		}
 		if !*quiet {
 			o.Progress = func(line string) { fmt.Fprintln(stderr, line) }
+		}
+		if *render != "" {
+			return bench.RenderCharts(*render)
 		}
 		if *history != "" {
 			ops, err := parseCount(*historyOps)
