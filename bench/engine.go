@@ -59,6 +59,7 @@ type driver interface {
 // thread.
 type engineDriver struct {
 	o      Options
+	cfg    *config.Config
 	eng    *engine.Engine
 	src    *source
 	smp    *sampler
@@ -76,7 +77,7 @@ func newEngineDriver(ctx context.Context, o Options, p plan, stateDir string, in
 	if err != nil {
 		return nil, err
 	}
-	d := &engineDriver{o: o, smp: smp, pr: pr, syn: newSynth(), p: p}
+	d := &engineDriver{o: o, cfg: cfg, smp: smp, pr: pr, syn: newSynth(), p: p}
 	if inner == nil {
 		inner = NewNullSink(cfg.OutputNames())
 	}

@@ -214,5 +214,17 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 		}
 		add(&ph)
 	}
-	return d.measureState(pt, true)
+	if err := d.measureState(pt, true); err != nil {
+		return err
+	}
+	if ed, ok := d.(*engineDriver); ok && !o.NoRebuild {
+		pprof.Do(ctx, pprof.Labels("phase", phaseRebuild), func(ctx context.Context) {
+			ph, err = ed.rebuildPhase(ctx, o.Dir)
+		})
+		if err != nil {
+			return err
+		}
+		add(&ph)
+	}
+	return nil
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/extsort"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // Mode selects what a Loader is fed.
@@ -276,4 +277,44 @@ func split(key, val []byte, withKind bool) (k []byte, kind byte, version uint64,
 		return nil, 0, 0, nil, fmt.Errorf("%w: bulk load record version", row.ErrCorrupt)
 	}
 	return key[:len(key)-8], kind, version, val[n:], nil
+}
+
+// KeyedRebuild feeds a Rebuild-mode Loader with the records of one keyed
+// partition (the keyed topic's format, keyed.DecodeRecord), in offset
+// order: each input at the version its offset has on Clock, which the
+// partition's epoch markers raise on the way, as the join stage would
+// apply them. Not safe for concurrent use.
+type KeyedRebuild struct {
+	L     *Loader
+	Spec  *keyed.Spec
+	Clock version.Clock
+	// Last is the offset of the last record fed (-1 before the first);
+	// Records counts them.
+	Last    int64
+	Records int
+	in      keyed.Input
+}
+
+// NewKeyedRebuild returns a KeyedRebuild feeding l, starting from clock.
+func NewKeyedRebuild(l *Loader, spec *keyed.Spec, clock version.Clock) *KeyedRebuild {
+	return &KeyedRebuild{L: l, Spec: spec, Clock: clock, Last: -1}
+}
+
+// Add feeds the record at offset (records at or before Last are skipped:
+// redelivered). Errors are bad records (wrapped) or the Loader's.
+func (r *KeyedRebuild) Add(offset int64, key, value []byte) error {
+	if offset <= r.Last {
+		return nil
+	}
+	if err := r.Spec.DecodeRecord(key, value, &r.in); err != nil {
+		return fmt.Errorf("keyed record @%d: %w", offset, err)
+	}
+	if r.in.Kind == keyed.EpochMarker {
+		r.Clock.Raise(offset, r.in.Epoch)
+	} else if err := r.L.Apply(&r.in, r.Clock.At(offset)); err != nil {
+		return err
+	}
+	r.Last = offset
+	r.Records++
+	return nil
 }

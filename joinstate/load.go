@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -34,18 +35,34 @@ const loadTableBytes = 128 << 20
 // Store's row cache is emptied by Commit (it may hold absences the load
 // contradicts). Not safe for concurrent use; no Txn may be open on the
 // Store during Commit.
+//
+// The tables are built on a goroutine of the Load's own (started by the
+// first entry, stopped and waited for by Commit and Abort): entries are
+// handed to it in chunks of loadChunkBytes through a queue of
+// loadQueueChunks, so that building tables (encoding, compression,
+// filters) overlaps the caller's work. An error of that goroutine (keys
+// out of order, I/O) is returned by a later add or by Commit.
 type Load struct {
-	s      *Store
-	fs     vfs.FS
-	dir    string
-	wo     sstable.WriterOptions
-	gens   generations
+	s     *Store
+	fs    vfs.FS
+	dir   string
+	wo    sstable.WriterOptions
+	gens  generations
+	meta  map[string][]byte // state key → value ('M' and 'O' keys)
+	key   []byte
+	done  bool
+	chunk []byte // entries not yet handed to the writer
+
+	// The writer goroutine and its queue (nil until the first entry).
+	work chan []byte
+	free chan []byte
+	wdone chan struct{}
+	werr  atomic.Pointer[error] // the writer's first error
+
+	// Owned by the writer goroutine until it has stopped.
 	tables [4]*loadTable // by genSlot
 	files  []string
-	meta   map[string][]byte // state key → value ('M' and 'O' keys)
-	key    []byte
 	next   int
-	done   bool
 	// warm holds the loaded entries while they fit in a share of the row
 	// cache, to put there after the ingest (see Commit); cold: they did
 	// not fit.
@@ -113,6 +130,32 @@ func (l *Load) SetPosition(topic string, partition int32, next int64) {
 	l.meta[string(positionKey(nil, topic, partition))] = positionValue(next)
 }
 
+// Records streams every parent record (parent true, key the join key),
+// then every child record (key: join key and child key), as this Txn sees
+// them, in key order. The slices are valid during the call only.
+func (t *Txn) Records(fn func(parent bool, key, value []byte) error) error {
+	for _, prefix := range []byte{prefixParent, prefixChild} {
+		hdr := t.gens.header(nil, prefix)
+		it, err := t.b.NewIter(prefixBounds(hdr))
+		if err != nil {
+			return fmt.Errorf("cdcjoin: state: %w", err)
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			if err = fn(prefix == prefixParent, it.Key()[len(hdr):], it.Value()); err != nil {
+				break
+			}
+		}
+		if ierr := it.Error(); err == nil && ierr != nil {
+			err = fmt.Errorf("cdcjoin: state: %w", ierr)
+		}
+		it.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SyncWAL makes every commit so far durable (an fsync of the WAL), whatever
 // Options.Sync says: for the few commits that must survive an OS crash (a
 // bulk load's version clock, written before the load).
@@ -127,17 +170,103 @@ func (s *Store) SyncWAL() error {
 // added in increasing key order.
 var ErrLoadOrder = errors.New("cdcjoin: state: load: keys out of order")
 
+// Chunk sizes of the writer's queue.
+const (
+	loadChunkBytes  = 256 << 10
+	loadQueueChunks = 4
+)
+
+// add queues one entry for the writer goroutine.
 func (l *Load) add(prefix byte, a, b, value []byte) error {
 	if l.done {
 		return errors.New("cdcjoin: state: load already committed or aborted")
 	}
+	if err := l.writerErr(); err != nil {
+		return err
+	}
+	if l.work == nil {
+		l.work, l.free, l.wdone = make(chan []byte, loadQueueChunks), make(chan []byte, loadQueueChunks+2), make(chan struct{})
+		go l.writeLoop()
+	}
+	if l.chunk == nil {
+		select {
+		case l.chunk = <-l.free:
+		default:
+			l.chunk = make([]byte, 0, loadChunkBytes+4096)
+		}
+	}
+	c := append(l.chunk, prefix)
+	c = binary.AppendUvarint(c, uint64(len(a)))
+	c = binary.AppendUvarint(c, uint64(len(a)+len(b)))
+	c = append(append(c, a...), b...)
+	c = binary.AppendUvarint(c, uint64(len(value)))
+	l.chunk = append(c, value...)
+	if len(l.chunk) >= loadChunkBytes {
+		l.work <- l.chunk
+		l.chunk = nil
+	}
+	return nil
+}
+
+func (l *Load) writerErr() error {
+	if p := l.werr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// writeLoop builds the tables from the queued chunks until the queue is
+// closed; after an error it drains the queue without writing.
+func (l *Load) writeLoop() {
+	defer close(l.wdone)
+	for c := range l.work {
+		for b := c; len(b) > 0 && l.werr.Load() == nil; {
+			prefix := b[0]
+			alen, n := binary.Uvarint(b[1:])
+			klen, m := binary.Uvarint(b[1+n:])
+			b = b[1+n+m:]
+			k := b[:klen]
+			b = b[klen:]
+			vlen, o := binary.Uvarint(b)
+			v := b[o : o+int(vlen)]
+			b = b[o+int(vlen):]
+			if err := l.write(prefix, k, alen, v); err != nil {
+				l.werr.Store(&err)
+			}
+		}
+		select {
+		case l.free <- c[:0]:
+		default:
+		}
+	}
+}
+
+// stopWriter hands over the last chunk, stops the writer goroutine and
+// waits for it.
+func (l *Load) stopWriter() error {
+	if l.work == nil {
+		return nil
+	}
+	if len(l.chunk) > 0 {
+		l.work <- l.chunk
+		l.chunk = nil
+	}
+	close(l.work)
+	<-l.wdone
+	l.work = nil
+	return l.writerErr()
+}
+
+// write adds entry key (whose first alen bytes after the header are the
+// first key part) to its keyspace's table. Writer goroutine only.
+func (l *Load) write(prefix byte, ab []byte, alen uint64, value []byte) error {
 	slot := genSlot(prefix)
 	t := l.tables[slot]
 	if t == nil {
 		t = &loadTable{}
 		l.tables[slot] = t
 	}
-	l.key = append(append(l.gens.header(l.key[:0], prefix), a...), b...)
+	l.key = append(l.gens.header(l.key[:0], prefix), ab...)
 	if t.any && string(l.key) <= string(t.last) {
 		return fmt.Errorf("%w (keyspace %q)", ErrLoadOrder, prefix)
 	}
@@ -159,7 +288,7 @@ func (l *Load) add(prefix byte, a, b, value []byte) error {
 	}
 	l.keep(l.key, value)
 	if prefix == prefixChild {
-		l.mark = append(l.gens.header(l.mark[:0], prefixChildMark), a...)
+		l.mark = append(l.gens.header(l.mark[:0], prefixChildMark), ab[:alen]...)
 		l.keep(l.mark, nil)
 	}
 	return nil
@@ -243,6 +372,11 @@ func (l *Load) Commit() error {
 	if l.done {
 		return errors.New("cdcjoin: state: load already committed or aborted")
 	}
+	if err := l.stopWriter(); err != nil {
+		l.done = true
+		l.abortTables()
+		return err
+	}
 	if len(l.files) == 0 {
 		l.done = true
 		t := l.s.Begin()
@@ -308,6 +442,11 @@ func (l *Load) Abort() {
 		return
 	}
 	l.done = true
+	l.stopWriter()
+	l.abortTables()
+}
+
+func (l *Load) abortTables() {
 	for _, t := range l.tables {
 		if t != nil && t.w != nil {
 			t.w.Close()

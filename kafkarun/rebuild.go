@@ -8,8 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/bulkload"
-	"github.com/cdcjoin/cdcjoin/keyed"
-	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // Bulk rebuild of a keyed partition.
@@ -35,12 +33,8 @@ const rebuildIdle = 500 * time.Millisecond
 
 // rebuild is a worker's bulk rebuild in progress.
 type rebuild struct {
-	l     *bulkload.Loader
-	dir   string
-	clock version.Clock
-	last  int64 // offset of the last record fed (-1: none)
-	n     int
-	in    keyed.Input
+	*bulkload.KeyedRebuild
+	dir string
 }
 
 // startRebuild puts a new worker into bulk rebuild mode when its state is
@@ -55,7 +49,7 @@ func (w *worker) startRebuild(dir string, hasState bool) error {
 	if err != nil {
 		return err
 	}
-	w.rb = &rebuild{l: l, dir: spill, clock: w.clock, last: -1}
+	w.rb = &rebuild{KeyedRebuild: bulkload.NewKeyedRebuild(l, w.j.spec, w.clock), dir: spill}
 	return nil
 }
 
@@ -74,24 +68,14 @@ func (w *worker) idle() <-chan time.Time {
 func (w *worker) rebuildRecords(recs []*kgo.Record) ([]*kgo.Record, error) {
 	rb := w.rb
 	for i, r := range recs {
-		if r.Offset <= rb.last {
-			continue // redelivered
-		}
 		if r.Offset >= w.emitFrom {
 			return recs[i:], w.finishRebuild()
 		}
-		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &rb.in); err != nil {
-			return nil, fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		if err := rb.Add(r.Offset, r.Key, r.Value); err != nil {
+			return nil, fmt.Errorf("%s/%d: %w", r.Topic, r.Partition, err)
 		}
-		if rb.in.Kind == keyed.EpochMarker {
-			rb.clock.Raise(r.Offset, rb.in.Epoch)
-		} else if err := rb.l.Apply(&rb.in, rb.clock.At(r.Offset)); err != nil {
-			return nil, err
-		}
-		rb.last = r.Offset
-		rb.n++
 	}
-	if rb.last+1 >= w.emitFrom {
+	if rb.Last+1 >= w.emitFrom {
 		return nil, w.finishRebuild()
 	}
 	return nil, nil
@@ -102,35 +86,35 @@ func (w *worker) rebuildRecords(recs []*kgo.Record) ([]*kgo.Record, error) {
 func (w *worker) finishRebuild() error {
 	rb := w.rb
 	w.rb = nil
-	defer rb.l.Close()
-	if rb.last < 0 {
+	defer rb.L.Close()
+	if rb.Last < 0 {
 		return nil // nothing to rebuild after all
 	}
 	load, err := w.store.BeginLoad(filepath.Join(rb.dir, "tables"))
 	if err != nil {
 		return err
 	}
-	if _, err := rb.l.Finish(load, nil); err != nil {
+	if _, err := rb.L.Finish(load, nil); err != nil {
 		load.Abort()
 		return err
 	}
-	load.SetPosition(w.j.topic, w.p, rb.last+1)
-	cb, _ := rb.clock.MarshalBinary()
+	load.SetPosition(w.j.topic, w.p, rb.Last+1)
+	cb, _ := rb.Clock.MarshalBinary()
 	load.SetMeta(metaClock, cb)
 	if err := load.Commit(); err != nil {
 		return err
 	}
-	w.clock = rb.clock
-	w.pos.Store(rb.last + 1)
-	w.j.m.StateRebuilt.Add(float64(rb.n))
-	w.j.log.Info("partition rebuilt in bulk", "partition", w.p, "records", rb.n, "next", rb.last+1)
+	w.clock = rb.Clock
+	w.pos.Store(rb.Last + 1)
+	w.j.m.StateRebuilt.Add(float64(rb.Records))
+	w.j.log.Info("partition rebuilt in bulk", "partition", w.p, "records", rb.Records, "next", rb.Last+1)
 	return nil
 }
 
 // stopRebuild drops a bulk rebuild in progress (the worker stops).
 func (w *worker) stopRebuild() {
 	if w.rb != nil {
-		w.rb.l.Close()
+		w.rb.L.Close()
 		w.rb = nil
 	}
 }

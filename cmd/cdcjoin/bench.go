@@ -64,6 +64,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64; 8 with --sweep)")
 		batchEv := fs.Int("batch-events", 1000, "events per state commit")
 		sync := fs.Bool("sync", true, "fsync every state commit")
+		noRebuild := fs.Bool("no-rebuild", false, "skip the rebuild phase (engine: rebuilding a keyed partition's state from the compacted keyed topic)")
 		bulkMB := fs.Int("bulk-load-mb", 0, "state.bulk_load_mb: sort memory of the snapshot's bulk load (0: default 256; -1: off, rows go through the memtable)")
 		memtableMB := fs.Int("memtable-mb", 0, "state.memtable_mb (0: the default)")
 		rowCacheMB := fs.Int("row-cache-mb", 0, "state.row_cache_mb (0: the default; -1: off)")
@@ -118,7 +119,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 				UserPads: *upads, DomainPads: *dpads, PadBytes: *padBytes, Schema: *schema, Partitions: *parts,
 				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap},
 			Pipeline: *pipeline, Producers: *producers, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
-			BatchEvents: *batchEv, Sync: *sync, BulkLoadMB: *bulkMB, MemTableMB: *memtableMB, RowCacheMB: *rowCacheMB, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
+			BatchEvents: *batchEv, Sync: *sync, NoRebuild: *noRebuild, BulkLoadMB: *bulkMB, MemTableMB: *memtableMB, RowCacheMB: *rowCacheMB, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
 			Projection: pi, MachineNote: *note,
 		}
 		if *brokers != "" {
