@@ -54,8 +54,8 @@ type Load struct {
 	chunk []byte // entries not yet handed to the writer
 
 	// The writer goroutine and its queue (nil until the first entry).
-	work chan []byte
-	free chan []byte
+	work  chan []byte
+	free  chan []byte
 	wdone chan struct{}
 	werr  atomic.Pointer[error] // the writer's first error
 
