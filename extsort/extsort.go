@@ -287,7 +287,7 @@ func (s *Sorter) Sort() (*Iterator, error) {
 			return nil, err
 		}
 		if ok {
-			it.heap = append(it.heap, src)
+			it.heap = append(it.heap, heapItem{src, prefixOf(src.key())})
 		}
 	}
 	it.init()
@@ -396,12 +396,24 @@ type Iterator struct {
 	s     *Sorter
 	srcs  []source
 	files []vfs.File
-	heap  []source // min-heap by key; heap[0] is the current record after Next
+	heap  []heapItem // min-heap by key; heap[0] is the current record after Next
 	cur   source
 	err   error
 }
 
-func (it *Iterator) less(i, j int) bool { return bytes.Compare(it.heap[i].key(), it.heap[j].key()) < 0 }
+// heapItem is a source and the first 8 bytes of its current key.
+type heapItem struct {
+	src    source
+	prefix uint64
+}
+
+func (it *Iterator) less(i, j int) bool {
+	a, b := &it.heap[i], &it.heap[j]
+	if a.prefix != b.prefix {
+		return a.prefix < b.prefix
+	}
+	return bytes.Compare(a.src.key(), b.src.key()) < 0
+}
 
 func (it *Iterator) init() {
 	for i := len(it.heap)/2 - 1; i >= 0; i-- {
@@ -440,7 +452,9 @@ func (it *Iterator) Next() bool {
 			it.err = err
 			return false
 		}
-		if !ok {
+		if ok {
+			it.heap[0].prefix = prefixOf(it.cur.key())
+		} else {
 			last := len(it.heap) - 1
 			it.heap[0] = it.heap[last]
 			it.heap = it.heap[:last]
@@ -451,7 +465,7 @@ func (it *Iterator) Next() bool {
 		it.cur = nil
 		return false
 	}
-	it.cur = it.heap[0]
+	it.cur = it.heap[0].src
 	return true
 }
 
