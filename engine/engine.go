@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -104,6 +105,10 @@ type Engine struct {
 	keyTypes      []byte
 	keyTypesDirty bool
 
+	// warm says whether reading ahead (Warmer) pays: the state does not
+	// fit in the row cache. Set by the engine's goroutine at each commit.
+	warm atomic.Bool
+
 	// Bulk load of a new state's snapshot (bulk.go); bulk is nil when not
 	// loading.
 	bulk     *bulkload.Loader
@@ -180,6 +185,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
+	e.warm.Store(!store.RowCacheHoldsAll())
 	e.txn = store.Begin()
 	return e, nil
 }
@@ -442,6 +448,7 @@ func (e *Engine) Commit(ctx context.Context) error {
 	}
 	e.stats.Commits++
 	e.pending, e.keyTypesDirty = 0, false
+	e.warm.Store(!e.store.RowCacheHoldsAll())
 	e.txn = e.store.Begin()
 	return nil
 }

@@ -48,3 +48,22 @@ func (s *Spec) SnapshotKey(dst []byte, side row.Side, ev *debezium.Event) ([]byt
 	}
 	return b, nil
 }
+
+// EventKey appends the encoded primary key of a decoded event of side (the
+// join key of a parent, the child key of a child): from `after`, else from
+// `before`, else from the record key; ok is false when none has it. It is
+// a hint for reading ahead; the Keyer decides what an event means.
+func (s *Spec) EventKey(dst []byte, side row.Side, ev *debezium.Event) (_ []byte, ok bool) {
+	idx := s.ParentKey
+	if side == row.Child {
+		idx = s.ChildKey
+	}
+	for _, r := range []*debezium.Row{&ev.After, &ev.Before, &ev.Key} {
+		if r.Present {
+			if b, ok := keyOf(dst, r.Values, idx); ok {
+				return b, true
+			}
+		}
+	}
+	return dst, false
+}
