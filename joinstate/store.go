@@ -476,6 +476,12 @@ func (t *Txn) Commit() error {
 		t.s.mu.Lock()
 		gens := t.s.gens
 		t.s.mu.Unlock()
+		if t.genSet {
+			// A clear left the old generation's entries unreachable: drop
+			// them now, so that the cache's index stays as small as the
+			// live state (a big index costs a cache miss per lookup).
+			t.s.cache.purge(&gens)
+		}
 		t.s.cache.evict(&gens)
 	}
 	return nil
