@@ -140,6 +140,7 @@ type Loader struct {
 const (
 	kindDelete = 0 // a delete (Rebuild), or a "deleted at" marker (folded children)
 	kindUpsert = 1
+	kindLoad   = 2 // a record stored as is, with its versions (ParentLoad, ChildLoad)
 )
 
 // New returns an empty Loader; it empties opts.Dir.
@@ -197,42 +198,58 @@ func (l *Loader) check(version uint64) error {
 	return nil
 }
 
-// add adds (a ‖ b ‖ seq, kind ‖ version ‖ row) to s.
-func (l *Loader) add(s *extsort.Sorter, a, b []byte, kind byte, withKind bool, version uint64, vals []row.Value) error {
+// record is one fed record as stored in a sorter: the key is the row's key
+// and a sequence number; the value is
+//
+//	kind, uvarint at (the version it was applied at), uvarint partition+1,
+//	for a load: uvarint version, uvarint pad version; the row (upserts and
+//	loads, row.AppendRow)
+type record struct {
+	kind     byte
+	at       uint64
+	part     int32 // source partition (-1: unknown)
+	ver, pad uint64
+	row      []byte
+}
+
+// add adds (a ‖ b ‖ seq, r) to s, with vals as r's row.
+func (l *Loader) add(s *extsort.Sorter, a, b []byte, r *record, vals []row.Value) error {
 	l.key = binary.BigEndian.AppendUint64(append(append(l.key[:0], a...), b...), l.seq)
-	l.val = l.val[:0]
-	if withKind {
-		l.val = append(l.val, kind)
+	l.val = binary.AppendUvarint(append(l.val[:0], r.kind), r.at)
+	l.val = binary.AppendUvarint(l.val, uint64(r.part+1))
+	if r.kind == kindLoad {
+		l.val = binary.AppendUvarint(binary.AppendUvarint(l.val, r.ver), r.pad)
 	}
-	l.val = binary.AppendUvarint(l.val, version)
 	if vals != nil {
 		l.val = row.AppendRow(l.val, vals)
 	}
 	return s.Add(l.key, l.val)
 }
 
-// Parent feeds a snapshot read of the parent joinKey (Snapshot mode).
-// Versions must not decrease from one record to the next.
-func (l *Loader) Parent(joinKey []byte, version uint64, vals []row.Value) error {
+// Parent feeds a snapshot read of the parent joinKey (Snapshot mode), from
+// source partition partition. Versions must not decrease from one record
+// to the next.
+func (l *Loader) Parent(joinKey []byte, version uint64, partition int32, vals []row.Value) error {
 	if l.o.Mode != Snapshot {
 		return errors.New("cdcjoin: bulk load: Parent needs Snapshot mode")
 	}
 	if err := l.check(version); err != nil {
 		return err
 	}
-	return l.add(l.parents, joinKey, nil, kindUpsert, true, version, vals)
+	return l.add(l.parents, joinKey, nil, &record{kind: kindUpsert, at: version, part: partition}, vals)
 }
 
-// Child feeds a snapshot read of the child childKey (Snapshot mode); its
-// join key is resolved from vals when the load finishes.
-func (l *Loader) Child(childKey []byte, version uint64, vals []row.Value) error {
+// Child feeds a snapshot read of the child childKey (Snapshot mode), from
+// source partition partition; its join key is resolved from vals when the
+// load finishes.
+func (l *Loader) Child(childKey []byte, version uint64, partition int32, vals []row.Value) error {
 	if l.o.Mode != Snapshot {
 		return errors.New("cdcjoin: bulk load: Child needs Snapshot mode")
 	}
 	if err := l.check(version); err != nil {
 		return err
 	}
-	return l.add(l.children, childKey, nil, 0, false, version, vals)
+	return l.add(l.children, childKey, nil, &record{kind: kindUpsert, at: version, part: partition}, vals)
 }
 
 // Apply feeds one keyed input (Rebuild mode) applied at version.
@@ -243,40 +260,61 @@ func (l *Loader) Apply(in *keyed.Input, version uint64) error {
 	if err := l.check(version); err != nil {
 		return err
 	}
+	r := record{at: version, part: -1}
 	switch in.Kind {
-	case keyed.ParentUpsert:
-		return l.add(l.parents, in.JoinKey, nil, kindUpsert, true, version, in.Row)
-	case keyed.ParentDelete:
-		return l.add(l.parents, in.JoinKey, nil, kindDelete, true, version, nil)
-	case keyed.ChildUpsert:
-		return l.add(l.children, in.JoinKey, in.ChildKey, kindUpsert, true, version, in.Row)
-	case keyed.ChildDelete:
-		return l.add(l.children, in.JoinKey, in.ChildKey, kindDelete, true, version, nil)
+	case keyed.ParentUpsert, keyed.ChildUpsert:
+		r.kind = kindUpsert
+	case keyed.ParentDelete, keyed.ChildDelete:
+		r.kind = kindDelete
+	case keyed.ParentLoad, keyed.ChildLoad:
+		r.kind, r.ver, r.pad = kindLoad, in.Version, in.PadVersion
 	case keyed.Truncate:
 		l.truncs[in.Side] = append(l.truncs[in.Side], version)
 		return nil
+	default:
+		return fmt.Errorf("cdcjoin: bulk load: cannot apply a %s input", in.Kind)
 	}
-	return fmt.Errorf("cdcjoin: bulk load: cannot apply a %s input", in.Kind)
+	if r.kind == kindUpsert && in.PartitionKnown {
+		r.part = in.Partition
+	}
+	var vals []row.Value
+	if r.kind != kindDelete {
+		vals = in.Row
+	}
+	if in.Side == row.Parent {
+		return l.add(l.parents, in.JoinKey, nil, &r, vals)
+	}
+	return l.add(l.children, in.JoinKey, in.ChildKey, &r, vals)
 }
 
-// split returns a sorter key's record key (without the sequence number)
-// and decodes a value into kind, version and row bytes.
-func split(key, val []byte, withKind bool) (k []byte, kind byte, version uint64, rowBytes []byte, err error) {
-	if len(key) < 8 {
-		return nil, 0, 0, nil, fmt.Errorf("%w: bulk load record key", row.ErrCorrupt)
+// split returns a sorter record's row key (without the sequence number)
+// and decodes its value into r (r.row aliases val).
+func split(key, val []byte, r *record) ([]byte, error) {
+	if len(key) < 8 || len(val) == 0 {
+		return nil, fmt.Errorf("%w: bulk load record", row.ErrCorrupt)
 	}
-	kind = kindUpsert
-	if withKind {
-		if len(val) == 0 {
-			return nil, 0, 0, nil, fmt.Errorf("%w: bulk load record", row.ErrCorrupt)
+	r.kind, val = val[0], val[1:]
+	var n, m int
+	var p uint64
+	if r.at, n = binary.Uvarint(val); n > 0 {
+		p, m = binary.Uvarint(val[n:])
+	}
+	if n <= 0 || m <= 0 || p > 1<<31 {
+		return nil, fmt.Errorf("%w: bulk load record versions", row.ErrCorrupt)
+	}
+	r.part, val = int32(p)-1, val[n+m:]
+	r.ver, r.pad = r.at, 0
+	if r.kind == kindLoad {
+		if r.ver, n = binary.Uvarint(val); n > 0 {
+			r.pad, m = binary.Uvarint(val[n:])
 		}
-		kind, val = val[0], val[1:]
+		if n <= 0 || m <= 0 {
+			return nil, fmt.Errorf("%w: bulk load record versions", row.ErrCorrupt)
+		}
+		val = val[n+m:]
 	}
-	version, n := binary.Uvarint(val)
-	if n <= 0 {
-		return nil, 0, 0, nil, fmt.Errorf("%w: bulk load record version", row.ErrCorrupt)
-	}
-	return key[:len(key)-8], kind, version, val[n:], nil
+	r.row = val
+	return key[:len(key)-8], nil
 }
 
 // KeyedRebuild feeds a Rebuild-mode Loader with the records of one keyed

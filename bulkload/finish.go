@@ -16,7 +16,11 @@ import (
 // Join (or the Keyer's child index) would keep it.
 type rowFold struct {
 	live   bool
-	ver    uint64      // version of the record that last changed the row
+	ver    uint64      // stored version: of the record that last changed the row (a load's own)
+	at     uint64      // version the last change was applied at (orders it against removals)
+	pad    uint64      // pad version: a load's, carried by later changes (0 for a new row)
+	loaded bool        // the last change was a load
+	part   int32       // source partition of the last change (-1: unknown)
 	vals   []row.Value // the row (valid while live)
 	delVer uint64      // version at which a live row was last removed (0: never)
 	in     []row.Value // scratch: the record's row
@@ -24,26 +28,41 @@ type rowFold struct {
 }
 
 func (f *rowFold) reset() {
-	f.live, f.ver, f.delVer = false, 0, 0
+	f.live, f.ver, f.at, f.pad, f.loaded, f.part, f.delVer = false, 0, 0, 0, false, -1, 0
 	f.vals = f.vals[:0]
 }
 
-// upsert applies an upsert of rowBytes at version v and reports the
-// completed row was different (or new).
-func (f *rowFold) upsert(rowBytes []byte, v uint64) error {
+// apply folds one record into f.
+func (f *rowFold) apply(r *record) error {
+	switch r.kind {
+	case kindDelete:
+		f.remove(r.at)
+		return nil
+	case kindLoad:
+		var err error
+		if f.vals, err = row.DecodeRow(f.vals[:0], r.row); err != nil {
+			return err
+		}
+		f.live, f.ver, f.at, f.pad, f.loaded, f.part = true, r.ver, r.at, r.pad, true, -1
+		return nil
+	}
 	var err error
-	if f.in, err = row.DecodeRow(f.in[:0], rowBytes); err != nil {
+	if f.in, err = row.DecodeRow(f.in[:0], r.row); err != nil {
 		return err
 	}
-	return f.upsertVals(f.in, v)
-}
-
-func (f *rowFold) upsertVals(vals []row.Value, v uint64) error {
 	var same bool
-	f.merged, same = keyed.CompleteRow(f.merged, vals, f.vals, f.live)
+	f.merged, same = keyed.CompleteRow(f.merged, f.in, f.vals, f.live)
 	if !f.live || !same {
+		if !f.live {
+			f.pad = 0
+		}
 		f.vals, f.merged = f.merged, f.vals
-		f.ver = v
+		f.ver, f.at, f.loaded = r.at, r.at, false
+		// A change keeps the partition it came from, when known, else the
+		// row's (the Join's rule for parent records).
+		if r.part >= 0 || !f.live {
+			f.part = r.part
+		}
 	}
 	f.live = true
 	return nil
@@ -71,15 +90,14 @@ func (t truncations) between(f *rowFold, after, before uint64) {
 // group reads a sorter's records one row (records sharing a key without
 // the sequence number) at a time.
 type group struct {
-	it       *extsort.Iterator
-	withKind bool
-	valid    bool
-	err      error
-	key      []byte // current group's key
+	it    *extsort.Iterator
+	valid bool
+	key   []byte // current group's key
+	r     record
 }
 
-func newGroup(it *extsort.Iterator, withKind bool) *group {
-	g := &group{it: it, withKind: withKind}
+func newGroup(it *extsort.Iterator) *group {
+	g := &group{it: it}
 	g.valid = it.Next()
 	return g
 }
@@ -92,30 +110,25 @@ func (g *group) fold(f *rowFold, truncs truncations) ([]byte, error) {
 		return nil, g.it.Err()
 	}
 	f.reset()
-	k, _, _, _, err := split(g.it.Key(), g.it.Value(), g.withKind)
+	k, err := split(g.it.Key(), g.it.Value(), &g.r)
 	if err != nil {
 		return nil, err
 	}
 	g.key = append(g.key[:0], k...)
 	prev := uint64(0)
 	for g.valid {
-		k, kind, v, rb, err := split(g.it.Key(), g.it.Value(), g.withKind)
+		k, err := split(g.it.Key(), g.it.Value(), &g.r)
 		if err != nil {
 			return nil, err
 		}
 		if !bytes.Equal(k, g.key) {
 			break
 		}
-		truncs.between(f, prev, v)
-		if kind == kindUpsert {
-			err = f.upsert(rb, v)
-		} else {
-			f.remove(v)
-		}
-		if err != nil {
+		truncs.between(f, prev, g.r.at)
+		if err := f.apply(&g.r); err != nil {
 			return nil, err
 		}
-		prev = v
+		prev = g.r.at
 		g.valid = g.it.Next()
 	}
 	truncs.between(f, prev, ^uint64(0))
@@ -143,14 +156,14 @@ func (l *Loader) Finish(w Writer, emit keyed.Emit) (Result, error) {
 			return l.res, err
 		}
 		defer it.Close()
-		children = &rebuildChildren{g: newGroup(it, true), truncs: l.truncs[row.Child]}
+		children = &rebuildChildren{g: newGroup(it), truncs: l.truncs[row.Child]}
 	}
 	pit, err := l.parents.Sort()
 	if err != nil {
 		return l.res, err
 	}
 	defer pit.Close()
-	m := merger{l: l, w: w, emit: emit, parents: newGroup(pit, true), children: children, truncs: l.truncs[row.Parent]}
+	m := merger{l: l, w: w, emit: emit, parents: newGroup(pit), children: children, truncs: l.truncs[row.Parent]}
 	err = m.run()
 	for _, s := range []*extsort.Sorter{l.parents, l.children, l.folded} {
 		if s != nil {
@@ -289,7 +302,7 @@ func (l *Loader) foldSnapshotChildren(w Writer) (childSource, error) {
 	)
 	flush := func() error {
 		if f.live {
-			entry = keyed.AppendIndexEntry(entry[:0], -1, jk, f.vals)
+			entry = keyed.AppendIndexEntry(entry[:0], f.part, jk, f.vals)
 			if err := w.AddChildIndex(ck, entry); err != nil {
 				return err
 			}
@@ -320,11 +333,13 @@ func (l *Loader) foldSnapshotChildren(w Writer) (childSource, error) {
 		return nil
 	}
 	started := false
+	var r record
 	for it.Next() {
-		k, _, v, rb, err := split(it.Key(), it.Value(), false)
+		k, err := split(it.Key(), it.Value(), &r)
 		if err != nil {
 			return nil, err
 		}
+		v := r.at
 		if !started || !bytes.Equal(k, ck) {
 			if started {
 				if err := flush(); err != nil {
@@ -336,7 +351,7 @@ func (l *Loader) foldSnapshotChildren(w Writer) (childSource, error) {
 			f.reset()
 			jk, removals = jk[:0], removals[:0]
 		}
-		if f.in, err = row.DecodeRow(f.in[:0], rb); err != nil {
+		if f.in, err = row.DecodeRow(f.in[:0], r.row); err != nil {
 			return nil, err
 		}
 		// The Keyer completes the row from the index entry (the child's
@@ -356,7 +371,7 @@ func (l *Loader) foldSnapshotChildren(w Writer) (childSource, error) {
 			f.vals, f.merged = f.merged, f.vals
 			f.ver = v
 		}
-		f.live = true
+		f.live, f.part = true, r.part // the index entry records the event's partition
 		jk = append(jk[:0], njk...)
 	}
 	if err := it.Err(); err != nil {
@@ -502,11 +517,17 @@ func (m *merger) group(hasChildren bool) error {
 			return err
 		}
 	}
-	rec := keyed.ParentRecord{Version: p.ver, Row: p.vals}
+	rec := keyed.ParentRecord{Version: p.ver, PadVersion: p.pad, Row: p.vals, Partition: p.part}
 	if !anyLive && m.l.spec.Left {
 		// The padded row was last emitted when the parent last became
-		// childless: its own upsert, or the removal of its last child.
-		rec.PadVersion = max(p.ver, lastRemoved)
+		// childless: at its own change (a load sets the pad version it
+		// carries), or at the removal of its last child.
+		switch {
+		case lastRemoved > p.at:
+			rec.PadVersion = lastRemoved
+		case !p.loaded:
+			rec.PadVersion = p.ver
+		}
 		if err := m.emitRow(nil, nil, rec.PadVersion); err != nil {
 			return err
 		}

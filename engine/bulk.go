@@ -92,9 +92,9 @@ func (e *Engine) bulkApply(ctx context.Context, d *Decoded) (bool, error) {
 	}
 	v := e.clock.At(e.inputs)
 	if d.side == row.Parent {
-		err = e.bulk.Parent(e.bulkKey, v, ev.After.Values)
+		err = e.bulk.Parent(e.bulkKey, v, d.Record.Partition, ev.After.Values)
 	} else {
-		err = e.bulk.Child(e.bulkKey, v, ev.After.Values)
+		err = e.bulk.Child(e.bulkKey, v, d.Record.Partition, ev.After.Values)
 	}
 	if err != nil {
 		return true, err
