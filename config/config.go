@@ -152,6 +152,9 @@ type State struct {
 	// same changes with the same versions, which the upsert sink absorbs.
 	// Turn it on to bound that replay (and for changelog sinks on servers
 	// without insert deduplication), at the cost of an fsync per batch.
+	// The single-process engine (replay, bench) fsyncs behind its commits:
+	// a commit is durable before the next one completes, so at most the
+	// newest batch may be lost, and processing goes on during the fsync.
 	Sync bool `yaml:"sync"`
 }
 

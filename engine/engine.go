@@ -105,6 +105,11 @@ type Engine struct {
 	keyTypes      []byte
 	keyTypesDirty bool
 
+	// syncEach makes every commit durable, behind it (sync.go); syncDone
+	// is the fsync in flight, if any.
+	syncEach bool
+	syncDone chan error
+
 	// warm says whether reading ahead (Warmer) pays: the state does not
 	// fit in the row cache. Set by the engine's goroutine at each commit.
 	warm atomic.Bool
@@ -155,6 +160,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	so := job.StateOptions(cfg, cfg.State.Dir)
 	so.FS = opts.FS
+	so.Sync = false // state.sync: the engine syncs behind its commits (sync.go)
 	store, err := joinstate.Open(so)
 	if err != nil {
 		return nil, err
@@ -163,7 +169,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		opts.Now = time.Now
 	}
 	e := &Engine{
-		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy,
+		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy, syncEach: cfg.State.Sync,
 		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec),
 		dec: job.NewDecoder(cfg, spec), buf: sink.NewBuffer(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
@@ -443,9 +449,13 @@ func (e *Engine) Commit(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := e.waitSync(); err != nil {
+		return fmt.Errorf("cdcjoin: state: sync: %w", err)
+	}
 	if err := e.txn.Commit(); err != nil {
 		return err
 	}
+	e.startSync()
 	e.stats.Commits++
 	e.pending, e.keyTypesDirty = 0, false
 	e.warm.Store(!e.store.RowCacheHoldsAll())
@@ -456,6 +466,7 @@ func (e *Engine) Commit(ctx context.Context) error {
 // Close discards uncommitted work (call Commit first to keep it) and closes
 // the state.
 func (e *Engine) Close() error {
+	serr := e.waitSync()
 	if e.bulk != nil {
 		e.bulk.Close()
 		e.bulk = nil
@@ -465,7 +476,13 @@ func (e *Engine) Close() error {
 		e.txn = nil
 	}
 	e.buf.Discard()
-	return e.store.Close()
+	if err := e.store.Close(); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("cdcjoin: state: sync: %w", serr)
+	}
+	return nil
 }
 
 // Final streams the materialized join from the committed state, sorted by row
