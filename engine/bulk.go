@@ -152,7 +152,7 @@ func (e *Engine) endBulk(ctx context.Context) error {
 	e.join.Stats.Inputs += res.Records
 	e.join.Stats.Upserts += res.Upserts
 	e.pending = 0
-	e.warm.Store(!e.store.RowCacheHoldsAll())
+	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
 	e.txn = e.store.Begin()
 	return nil
 }

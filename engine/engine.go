@@ -65,6 +65,9 @@ type Options struct {
 	// Now is the wall clock, read once when a new state picks its version
 	// epoch (default time.Now).
 	Now func() time.Time
+	// WarmAlways makes Warmers read ahead whatever the state's size (tests;
+	// by default only while it pays: joinstate.Store.WarmingPays).
+	WarmAlways bool
 }
 
 // Stats is a snapshot of what an Engine has done.
@@ -191,7 +194,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 			return nil, err
 		}
 	}
-	e.warm.Store(!store.RowCacheHoldsAll())
+	e.warm.Store(opts.WarmAlways || store.WarmingPays())
 	e.txn = store.Begin()
 	return e, nil
 }
@@ -458,7 +461,7 @@ func (e *Engine) Commit(ctx context.Context) error {
 	e.startSync()
 	e.stats.Commits++
 	e.pending, e.keyTypesDirty = 0, false
-	e.warm.Store(!e.store.RowCacheHoldsAll())
+	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
 	e.txn = e.store.Begin()
 	return nil
 }

@@ -10,7 +10,8 @@ import (
 // Warmer reads, ahead of Apply and on another goroutine, the state entries
 // a decoded record will need (its parent, or its child index entry, child
 // record and parents), so that Apply finds their blocks cached. It only
-// works while the state does not fit in the row cache (the engine checks
+// works while that pays (joinstate.Store.WarmingPays: the state does not fit
+// in the row cache and is several times the block cache; the engine checks
 // at each commit); otherwise Warm returns at once. Results are never used
 // for the join, only to warm caches (joinstate.Warmer). Not safe for
 // concurrent use; one per decoding goroutine, closed before the Engine.

@@ -12,10 +12,9 @@ import (
 	"github.com/cdcjoin/cdcjoin/sink"
 )
 
-// TestWarmingPipeline: with the row cache off the state never fits in it,
-// so Run's decoding goroutine reads ahead (Warmer) while the applying one
-// joins; the result still equals the oracle (and -race sees the two
-// goroutines on one store).
+// TestWarmingPipeline: Run's decoding goroutine reads ahead (Warmer, forced
+// on; the row cache off) while the applying one joins; the result still
+// equals the oracle (and -race sees the two goroutines on one store).
 func TestWarmingPipeline(t *testing.T) {
 	for _, seed := range seeds(t)[:2] {
 		h, err := cdcgen.Generate(cdcgen.DefaultOptions(seed))
@@ -25,7 +24,7 @@ func TestWarmingPipeline(t *testing.T) {
 		cfg := jobConfig(t, "left")
 		cfg.State.RowCacheMB = -1
 		model := newSinkModel()
-		e, err := engine.Open(cfg, engine.Options{Sink: sink.Func(model.emit), FS: vfs.NewMem()})
+		e, err := engine.Open(cfg, engine.Options{Sink: sink.Func(model.emit), FS: vfs.NewMem(), WarmAlways: true})
 		if err != nil {
 			t.Fatal(err)
 		}

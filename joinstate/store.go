@@ -76,6 +76,10 @@ type Options struct {
 	Sync bool
 	// Logger receives pebble's informational messages. Default: discard.
 	Logger pebble.Logger
+
+	// tune, if set, adjusts pebble's options before Open (tests and
+	// benchmarks of pebble settings).
+	tune func(*pebble.Options)
 }
 
 // EnsureDefaults fills in the defaults of unset fields and returns o.
@@ -123,11 +127,13 @@ func (o *Options) Validate() error {
 // A Store is safe for concurrent use by one writer (Txn) and any number of
 // readers of committed data; Txns must not be used concurrently.
 type Store struct {
-	db    *pebble.DB
-	po    *pebble.Options // as opened (bulk loads write tables like it)
-	fs    vfs.FS
-	sync  bool
-	cache *rowCache // nil when disabled
+	db *pebble.DB
+	po *pebble.Options // as opened (bulk loads write tables like it)
+	// cacheBytes is the block cache's size.
+	cacheBytes int64
+	fs         vfs.FS
+	sync       bool
+	cache      *rowCache // nil when disabled
 
 	mu   sync.Mutex  // guards gens
 	gens generations // committed generations
@@ -245,15 +251,24 @@ func Open(opts Options) (*Store, error) {
 	po := &pebble.Options{Cache: cache, FS: opts.FS, Logger: opts.Logger, MemTableSize: opts.MemTableBytes}
 	// Most lookups are point gets of keys that often do not exist (a new
 	// child, a parent not seen yet): bloom filters let them skip tables.
+	// Index blocks of 256 KiB (pebble's default is the 4 KiB data block
+	// size): a table's index is a few blocks that stay in the block cache
+	// instead of many that data blocks evict (point reads of a state 40
+	// times the block cache: 7% less CPU, same bytes on disk;
+	// BenchmarkPointReads).
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		po.Levels[i].IndexBlockSize = 256 << 10
+	}
+	if opts.tune != nil {
+		opts.tune(po)
 	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: open state %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, po: po, fs: opts.FS, sync: opts.Sync}
+	s := &Store{db: db, po: po, fs: opts.FS, sync: opts.Sync, cacheBytes: opts.CacheBytes}
 	if !opts.DisableRowCache {
 		s.cache = newRowCache(opts.RowCacheBytes)
 	}

@@ -24,6 +24,18 @@ type Warmer struct {
 // NewWarmer returns a Warmer for s. Close it before closing s.
 func (s *Store) NewWarmer() *Warmer { return &Warmer{s: s} }
 
+// WarmingPays reports whether reading ahead pays: the row cache does not
+// hold the whole state, and the state on disk is more than
+// warmCacheFactor times pebble's block cache, so that most point reads
+// miss it and must find and copy a block (with a state mostly in the block
+// cache, reading ahead only doubles the work). Call it on the Txn's
+// goroutine, with no Txn open or between its calls.
+func (s *Store) WarmingPays() bool {
+	return !s.RowCacheHoldsAll() && s.DiskBytes() > warmCacheFactor*uint64(s.cacheBytes)
+}
+
+const warmCacheFactor = 4
+
 // RowCacheHoldsAll reports whether the row cache holds the whole state
 // (parents, children and the child index): then reads never reach pebble
 // and warming cannot pay. Call it on the Txn's goroutine, with no Txn open
