@@ -17,8 +17,10 @@ import (
 // Workload.Rows), writing report.json, REPORT.md and the charts into
 // Options.Dir after each point, so an interrupted sweep keeps what it
 // measured. A point that would not fit on the disk (estimated from the
-// previous point's state bytes per row, ×3 for compaction headroom) stops
-// the sweep with Report.Stopped set. Cancelling ctx stops the point in
+// previous point's state bytes per row, ×3 for compaction headroom and the
+// bulk load's sorted runs, ×5 with the rebuild phase, which holds the
+// state, its keyed records, their runs and the rebuilt state at once)
+// stops the sweep with Report.Stopped set. Cancelling ctx stops the point in
 // progress; the report then holds the completed points and Run returns
 // ctx's error.
 func Run(ctx context.Context, o Options) (*Report, error) {
@@ -38,16 +40,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// 1e7 rows (the state holds only the selected columns, so pad widths do
 	// not change it); the ×3 below adds WAL, compaction and growth room.
 	perRow := 100.0
+	headroom := 3.0
+	if o.Pipeline == PipelineEngine && !o.NoRebuild {
+		headroom = 5
+	}
 	var runErr error
 	for _, rows := range points {
 		free, err := freeDiskBytes(o.Dir)
 		if err != nil {
 			return rep, err
 		}
-		need := uint64(float64(rows) * perRow * 3)
+		need := uint64(float64(rows) * perRow * headroom)
 		if need > free {
-			rep.Stopped = fmt.Sprintf("stopped before %s rows: needs about %.1f GB of disk (%.0f B/row × 3), %.1f GB free in %s",
-				formatRows(rows), float64(need)/1e9, perRow, float64(free)/1e9, o.Dir)
+			rep.Stopped = fmt.Sprintf("stopped before %s rows: needs about %.1f GB of disk (%.0f B/row × %g), %.1f GB free in %s",
+				formatRows(rows), float64(need)/1e9, perRow, headroom, float64(free)/1e9, o.Dir)
 			o.progress(rep.Stopped)
 			break
 		}
