@@ -44,7 +44,7 @@ func (r *Report) charts() map[string]string {
 	var groups []string
 	p50, p99, p999 := series{name: "p50 ms"}, series{name: "p99 ms"}, series{name: "p99.9 ms"}
 	title := fmt.Sprintf("End-to-end latency per phase (%s rows)", formatRows(pt.Rows))
-	bulk := bulkSnapshot(pt)
+	bulk := r.Settings.SnapshotBulk && pt.phase("snapshot") != nil
 	if bulk {
 		title = fmt.Sprintf("Streaming latency per phase (%s rows; bulk snapshot: see table)", formatRows(pt.Rows))
 	}
@@ -70,24 +70,6 @@ func (r *Report) charts() map[string]string {
 		out[chartStormLatency] = lineChart("Hot-key storm: max probe latency per 100 ms", "seconds", "milliseconds", false, []series{lat})
 	}
 	return out
-}
-
-// bulkSnapshot reports whether pt's snapshot was bulk loaded: its rows
-// reach the sink when the load ends, so its latency is the load's length
-// (more than 20 times the streaming phases' worst) and would flatten the
-// latency chart.
-func bulkSnapshot(pt *Point) bool {
-	snap := pt.phase("snapshot")
-	if snap == nil || snap.Latency.Count == 0 {
-		return false
-	}
-	worst := 0.0
-	for _, ph := range pt.Phases {
-		if ph.Name != "snapshot" {
-			worst = max(worst, ph.Latency.P999Ms)
-		}
-	}
-	return worst > 0 && snap.Latency.P50Ms > 20*worst
 }
 
 func mb(b uint64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
@@ -197,12 +179,12 @@ func (r *Report) projectionMarkdown(b *strings.Builder, pr *Projection) {
 // stateSettings describes the state settings a run changed from the
 // defaults (bulk load 256 MiB, memtable 8 MiB, row cache 64 MiB).
 func stateSettings(s Settings) string {
-	out := "snapshot bulk loaded (sort memory 256 MiB)"
+	out := "snapshot written row by row"
 	switch {
-	case s.BulkLoadMB < 0:
-		out = "snapshot written row by row (bulk load off)"
-	case s.BulkLoadMB > 0:
+	case s.SnapshotBulk && s.BulkLoadMB > 0:
 		out = fmt.Sprintf("snapshot bulk loaded (sort memory %d MiB)", s.BulkLoadMB)
+	case s.SnapshotBulk:
+		out = "snapshot bulk loaded (sort memory 256 MiB)"
 	}
 	if s.MemTableMB > 0 {
 		out += fmt.Sprintf(", memtable %d MiB", s.MemTableMB)

@@ -51,14 +51,17 @@ type Settings struct {
 	BatchEvents int `json:"batch_events"`
 	// BulkLoadMB, MemTableMB and RowCacheMB are the state settings (0:
 	// the configuration's defaults, 256, 8 and 64).
-	BulkLoadMB int     `json:"bulk_load_mb,omitempty"`
-	MemTableMB int     `json:"memtable_mb,omitempty"`
-	RowCacheMB int     `json:"row_cache_mb,omitempty"`
-	Sync       bool    `json:"sync"`
-	LingerMs   float64 `json:"linger_ms"`
-	ProbeEvery int     `json:"probe_every"`
-	Producers  int     `json:"producers,omitempty"`
-	Brokers    string  `json:"brokers,omitempty"`
+	BulkLoadMB int `json:"bulk_load_mb,omitempty"`
+	MemTableMB int `json:"memtable_mb,omitempty"`
+	RowCacheMB int `json:"row_cache_mb,omitempty"`
+	// SnapshotBulk says the snapshot was bulk loaded (its rows reach the
+	// sink when the load ends).
+	SnapshotBulk bool    `json:"snapshot_bulk,omitempty"`
+	Sync         bool    `json:"sync"`
+	LingerMs     float64 `json:"linger_ms"`
+	ProbeEvery   int     `json:"probe_every"`
+	Producers    int     `json:"producers,omitempty"`
+	Brokers      string  `json:"brokers,omitempty"`
 }
 
 // Point is one scale point: a fresh state loaded with Rows source rows,

@@ -102,6 +102,7 @@ func newReport(o Options) *Report {
 			StormRenames: w.StormRenames, StormGap: w.StormGap, RateSeconds: w.RateDuration.Seconds()},
 		Settings: Settings{CacheMB: o.CacheMB, BatchEvents: o.BatchEvents, Sync: o.Sync,
 			BulkLoadMB: o.BulkLoadMB, MemTableMB: o.MemTableMB, RowCacheMB: o.RowCacheMB,
+			SnapshotBulk: o.Pipeline == PipelineEngine && o.BulkLoadMB >= 0,
 			LingerMs: float64(o.Linger) / 1e6, ProbeEvery: o.ProbeEvery},
 	}
 	r.Machine.Note = o.MachineNote
