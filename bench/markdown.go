@@ -173,6 +173,12 @@ func (r *Report) projectionMarkdown(b *strings.Builder, pr *Projection) {
 	p("| snapshot hours (sink) | %.1f | %.3g joined rows ÷ %.0f rows/s ClickHouse ingest (assumed) |\n", pr.SnapshotHoursSink, pr.ChildRows, in.SinkRowsPerSecond)
 	p("| keep-up cores | %.1f | %.0f/s × %g peak × measured %.2f µs/CDC event (size-scaled) ÷ utilization |\n", pr.CDCCoresNeeded, in.CDCRate, in.CDCPeakFactor, me.CDCCPUPerEvent*1e6)
 	p("| CDC output rows/s | %.0f | rate × measured %.2f output rows per input event |\n", pr.CDCOutputRowsPerS, me.CDCOutputRowsPerEvent)
+	if pr.RebuildHoursPartition > 0 {
+		p("| rebuild of a partition | %.2f h | %.3g rows ÷ %d partitions × measured %.2f µs/keyed record, one core |\n",
+			pr.RebuildHoursPartition, pr.ParentRows+pr.ChildRows, pr.Partitions, me.RebuildCPUPerRecord*1e6)
+		p("| rebuild of an instance (lost disk) | %.2f h | rows ÷ %d instances × %.2f µs/record ÷ (%g cores × %.0f%%) |\n",
+			pr.RebuildHoursInstance, pr.Instances, me.RebuildCPUPerRecord*1e6, in.CoresPerInstance, in.Utilization*100)
+	}
 	p("\nAssumptions not in the table: Kafka brokers, the keying stage's network hops and ClickHouse are provisioned separately and are not the bottleneck (except the stated sink ingest floor); per-event CPU measured on this machine's cores carries over to the instance's cores; state per row grows only with the selected columns, so the projection holds if the selected columns are as wide as the benchmark's (user: id + two names; domain: id, user_id, name); CPU per event is scaled up by record size above the benchmark's mean record (an upper bound: join and state costs do not depend on unselected columns); the hot-parent fan-out of a storm is additional and shown above in the storm phase.\n")
 }
 

@@ -151,6 +151,9 @@ func (pt *Point) measured() Measured {
 		m.CDCBytesPerEvent = float64(c.InputBytes) / float64(c.Events)
 		m.CDCOutputRowsPerEvent = c.OutputRowsPerEvent
 	}
+	if rb := pt.phase(phaseRebuild); rb != nil && rb.Events > 0 {
+		m.RebuildCPUPerRecord = rb.CPUSeconds / float64(rb.Events)
+	}
 	return m
 }
 
@@ -182,6 +185,21 @@ func (r *Report) writeCharts(dir string) error {
 		}
 	}
 	return nil
+}
+
+// RenderReport recomputes the projection of dir/report.json from its
+// largest point with this version, and writes report.json, REPORT.md and
+// the charts again (the measurements are unchanged).
+func RenderReport(dir string) error {
+	r, err := ReadReport(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return err
+	}
+	if len(r.Points) > 0 && r.Projection != nil {
+		pr := Project(r.Projection.Input, r.Points[len(r.Points)-1].measured())
+		r.Projection = &pr
+	}
+	return r.WriteFiles(dir)
 }
 
 // RenderCharts draws the SVG charts of dir/report.json again into dir (the

@@ -103,7 +103,7 @@ func newReport(o Options) *Report {
 		Settings: Settings{CacheMB: o.CacheMB, BatchEvents: o.BatchEvents, Sync: o.Sync,
 			BulkLoadMB: o.BulkLoadMB, MemTableMB: o.MemTableMB, RowCacheMB: o.RowCacheMB,
 			SnapshotBulk: o.Pipeline == PipelineEngine && o.BulkLoadMB >= 0,
-			LingerMs: float64(o.Linger) / 1e6, ProbeEvery: o.ProbeEvery},
+			LingerMs:     float64(o.Linger) / 1e6, ProbeEvery: o.ProbeEvery},
 	}
 	r.Machine.Note = o.MachineNote
 	if o.Pipeline == PipelineKafka {

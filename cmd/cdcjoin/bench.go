@@ -47,6 +47,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		history := fs.String("write-history", "", "write a seeded CDC history of --history-ops operations (the oracle's mix) and its expected join into `dir` and exit")
 		historyOps := fs.String("history-ops", "1e6", "operations of the --write-history history")
 		render := fs.String("render-charts", "", "draw the SVG charts of `dir`/report.json again (this version's drawing) and exit")
+		renderReport := fs.String("render-report", "", "recompute the projection of `dir`/report.json with this version and write its REPORT.md and charts again, and exit")
 		seed := fs.Int64("seed", 1, "workload seed")
 		children := fs.Float64("children", 2, "average children per parent")
 		skew := fs.Float64("skew", 0, "Zipf skew (> 1) of children's parents; 0 = uniform")
@@ -130,6 +131,9 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		}
 		if *render != "" {
 			return bench.RenderCharts(*render)
+		}
+		if *renderReport != "" {
+			return bench.RenderReport(*renderReport)
 		}
 		if *history != "" {
 			ops, err := parseCount(*historyOps)
