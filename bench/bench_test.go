@@ -73,7 +73,8 @@ func TestHistogramBuckets(t *testing.T) {
 
 func TestProjectionMath(t *testing.T) {
 	m := Measured{FromRows: 1e6, ParentStateBytesPerRow: 60, ChildStateBytesPerRow: 120,
-		SnapshotCPUPerEvent: 20e-6, SnapshotBytesPerEvent: 800, CDCCPUPerEvent: 50e-6, CDCBytesPerEvent: 1000, CDCOutputRowsPerEvent: 1.2}
+		SnapshotCPUPerEvent: 20e-6, SnapshotBytesPerEvent: 800, CDCCPUPerEvent: 50e-6, CDCBytesPerEvent: 1000, CDCOutputRowsPerEvent: 1.2,
+		RebuildCPUPerRecord: 2e-6}
 	p := Project(ProjectionInput{}, m)
 	in := p.Input
 	if in.ParentBytes != 4e12 || in.ChildBytes != 2e12 {
@@ -112,6 +113,8 @@ func TestProjectionMath(t *testing.T) {
 	if p.KeepsUp != (p.CDCInstancesNeeded <= p.Instances) {
 		t.Fatal("keeps_up inconsistent")
 	}
+	near("rebuild hours (partition)", p.RebuildHoursPartition, 12e9/float64(p.Partitions)*2e-6/3600)
+	near("rebuild hours (instance)", p.RebuildHoursInstance, 12e9/float64(p.Instances)*2e-6/usable/3600)
 	// Disk-bound case: tiny CPU cost, big state.
 	big := Project(ProjectionInput{DiskPerInstanceGB: 100}, Measured{ParentStateBytesPerRow: 100, ChildStateBytesPerRow: 100, SnapshotCPUPerEvent: 1e-9})
 	if big.Instances != big.InstancesForDisk || big.InstancesForDisk != int(math.Ceil(2*(4e9+8e9)*100/100e9)) {

@@ -79,6 +79,12 @@ type Options struct {
 	CacheMB int
 	// BatchEvents is state.batch_events (default 1000).
 	BatchEvents int
+	// NoRebuild skips the rebuild phase (engine pipeline; see rebuild.go).
+	NoRebuild bool
+	// BulkLoadMB, MemTableMB and RowCacheMB are state.bulk_load_mb,
+	// state.memtable_mb and state.row_cache_mb (0: the configuration's
+	// defaults).
+	BulkLoadMB, MemTableMB, RowCacheMB int
 	// Sync fsyncs every state commit (state.sync).
 	Sync bool
 	// Linger commits a partial batch this long after the last commit

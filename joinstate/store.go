@@ -76,6 +76,10 @@ type Options struct {
 	Sync bool
 	// Logger receives pebble's informational messages. Default: discard.
 	Logger pebble.Logger
+
+	// tune, if set, adjusts pebble's options before Open (tests and
+	// benchmarks of pebble settings).
+	tune func(*pebble.Options)
 }
 
 // EnsureDefaults fills in the defaults of unset fields and returns o.
@@ -123,14 +127,17 @@ func (o *Options) Validate() error {
 // A Store is safe for concurrent use by one writer (Txn) and any number of
 // readers of committed data; Txns must not be used concurrently.
 type Store struct {
-	db    *pebble.DB
-	sync  bool
-	cache *rowCache // nil when disabled
-	h     *health   // the store's Fault, if any (see fault.go)
+	db *pebble.DB
+	po *pebble.Options // as opened (bulk loads write tables like it)
+	// cacheBytes is the block cache's size.
+	cacheBytes int64
+	sync       bool
+	cache      *rowCache // nil when disabled
+	h          *health   // the store's Fault, if any (see fault.go)
 
 	rec      *commitRecord // the commit file (see commitrec.go)
 	commits  uint64        // commits made (metaCommits); the writer's
-	fs       vfs.FS        // for checkSpace
+	fs       vfs.FS        // for checkSpace and bulk loads
 	headroom uint64        // free bytes needed to commit (see checkSpace)
 
 	mu   sync.Mutex  // guards gens
@@ -270,11 +277,20 @@ func Open(opts Options) (*Store, error) {
 		MemTableSize: opts.MemTableBytes}
 	// Most lookups are point gets of keys that often do not exist (a new
 	// child, a parent not seen yet): bloom filters let them skip tables.
+	// Index blocks of 256 KiB (pebble's default is the 4 KiB data block
+	// size): a table's index is a few blocks that stay in the block cache
+	// instead of many that data blocks evict (point reads of a state 40
+	// times the block cache: 7% less CPU, same bytes on disk;
+	// BenchmarkPointReads).
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		po.Levels[i].IndexBlockSize = 256 << 10
+	}
+	if opts.tune != nil {
+		opts.tune(po)
 	}
 	po.EnsureDefaults()
-	s := &Store{sync: opts.Sync, h: h, fs: fs, headroom: headroom(po.MemTableSize)}
+	s := &Store{po: po, cacheBytes: opts.CacheBytes, sync: opts.Sync, h: h, fs: fs, headroom: headroom(po.MemTableSize)}
 	err := s.guard(func() error {
 		var err error
 		s.db, err = pebble.Open(opts.Dir, po)
@@ -574,6 +590,12 @@ func (t *Txn) Commit() error {
 		t.s.mu.Lock()
 		gens := t.s.gens
 		t.s.mu.Unlock()
+		if t.genSet {
+			// A clear left the old generation's entries unreachable: drop
+			// them now, so that the cache's index stays as small as the
+			// live state (a big index costs a cache miss per lookup).
+			t.s.cache.purge(&gens)
+		}
 		t.s.cache.evict(&gens)
 	}
 	return nil
@@ -931,10 +953,10 @@ func (t *Txn) ClearParentIndex() error { return t.clear(prefixPIndex) }
 // topic/partition; it becomes durable with the rest of the Txn.
 func (t *Txn) SetPosition(topic string, partition int32, next int64) error {
 	t.key = positionKey(t.key[:0], topic, partition)
-	var v [8]byte
-	binary.BigEndian.PutUint64(v[:], uint64(next))
-	return t.set(t.key, v[:])
+	return t.set(t.key, positionValue(next))
 }
+
+func positionValue(next int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(next)) }
 
 // Position reads a position as seen by this Txn.
 func (t *Txn) Position(topic string, partition int32) (int64, bool, error) {

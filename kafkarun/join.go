@@ -151,7 +151,7 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	w := &worker{
 		j: j, p: p, store: st, join: keyed.NewJoin(j.spec),
 		open:     func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
-		emitFrom: committed, clock: clock,
+		emitFrom: committed, clock: clock, dir: dir, hasState: has,
 		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())

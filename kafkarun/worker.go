@@ -67,6 +67,10 @@ type worker struct {
 	upserts  int
 	retracts int
 	input    keyed.Input
+
+	dir      string   // the partition's state directory
+	hasState bool     // the state had a position when the worker started
+	rb       *rebuild // a bulk rebuild in progress (rebuild.go), or nil
 }
 
 // errAbandoned ends a batch that could not finish before the drain deadline.
@@ -100,11 +104,17 @@ func (w *worker) stopping() bool {
 func (w *worker) run() {
 	defer close(w.done)
 	defer w.cancel()
+	defer w.stopRebuild()
 	if err := w.start(); err != nil {
 		if w.stopping() && w.ctx.Err() != nil {
 			return
 		}
 		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
+		w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+		return
+	}
+	if err := w.startRebuild(w.dir, w.hasState); err != nil {
+		w.j.m.Errors.WithLabelValues("join", "worker").Inc()
 		w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
 		return
 	}
@@ -115,9 +125,26 @@ func (w *worker) run() {
 			case <-w.stop:
 				return
 			case recs = <-w.in:
+			case <-w.idle():
+				if err := w.finishRebuild(); err != nil {
+					w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+					w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+					return
+				}
+				continue
 			}
 		}
 		var err error
+		if w.rb != nil {
+			if recs, err = w.rebuildRecords(recs); err != nil {
+				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+				return
+			}
+			if len(recs) == 0 {
+				continue
+			}
+		}
 		recs, err = w.batch(recs)
 		switch {
 		case err == nil:
