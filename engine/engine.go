@@ -80,6 +80,10 @@ type Stats struct {
 	Commits    uint64
 	Join       keyed.Stats
 	Bulk       bulkload.Result // the snapshot's bulk load, once it ended
+	// BatchesDelivered counts batches a Positioned sink held already when
+	// this run began (a crash came between their delivery and their
+	// commit): applied again without emitting (exact.go).
+	BatchesDelivered uint64
 }
 
 // Engine is the single-process join. Not safe for concurrent use.
@@ -123,6 +127,11 @@ type Engine struct {
 	bulkDir  string
 	bulkKey  []byte
 	endAfter bool // the record just loaded ends the snapshot
+
+	// Exactly-once output to a sink.Positioned (exact.go).
+	batches int64     // batches committed (metaBatches)
+	stream  string    // the state's stream name (metaStream)
+	ex      *exactOut // nil unless Options.Sink is a sink.Positioned
 }
 
 var (
@@ -181,6 +190,10 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	// theirs: kafkarun.Handover can then give this state to `run`.
 	e.keyer.PartitionInputs = true
 	if err := e.load(); err != nil {
+		store.Close()
+		return nil, err
+	}
+	if err := e.loadExact(); err != nil {
 		store.Close()
 		return nil, err
 	}
@@ -340,6 +353,11 @@ func (e *Engine) Process(ctx context.Context, r *Record) error {
 // they go to Options.DeadLetters. Other errors (state, sink) are returned
 // wrapped; after one, the Engine must be closed without Commit.
 func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
+	if e.ex != nil && !e.ex.started {
+		if err := e.startExact(ctx); err != nil {
+			return err
+		}
+	}
 	r := &d.Record
 	e.stats.Records++
 	if next, ok := e.resume[topicPart{r.Topic, r.Partition}]; ok && r.Offset < next {
@@ -404,7 +422,7 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 		}
 	}
 	r := &d.Record
-	emit := e.buf.Emitter(ctx)
+	emit := e.emitter(ctx)
 	e.keyer.Partition = r.Partition
 	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
 		v := e.clock.At(e.inputs)
@@ -421,14 +439,19 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 // Commit flushes emitted changes to the sink and then commits state,
 // version clock and positions atomically. It ends a bulk load.
 func (e *Engine) Commit(ctx context.Context) error {
+	if e.ex != nil && !e.ex.started {
+		if err := e.startExact(ctx); err != nil {
+			return err
+		}
+	}
 	if e.bulk != nil {
 		return e.endBulk(ctx)
 	}
 	if e.pending == 0 && e.txn.Empty() {
 		return nil
 	}
-	if _, err := e.buf.Flush(ctx); err != nil {
-		return fmt.Errorf("cdcjoin: flush changes: %w", err)
+	if err := e.flush(ctx); err != nil {
+		return err
 	}
 	for tp, next := range e.next {
 		if err := e.txn.SetPosition(tp.topic, tp.part, next); err != nil {
@@ -447,6 +470,9 @@ func (e *Engine) Commit(ctx context.Context) error {
 	if err := e.txn.SetMeta(metaFingerprint, e.fingerprint()); err != nil {
 		return err
 	}
+	if err := e.txn.SetMeta(metaBatches, e.batchMeta()); err != nil {
+		return err
+	}
 	if e.keyTypesDirty {
 		if err := e.txn.SetMeta(metaKeyTypes, e.keyTypes); err != nil {
 			return err
@@ -459,6 +485,7 @@ func (e *Engine) Commit(ctx context.Context) error {
 		return err
 	}
 	e.startSync()
+	e.batches++
 	e.stats.Commits++
 	e.pending, e.keyTypesDirty = 0, false
 	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
