@@ -116,6 +116,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		kgo.RebalanceTimeout(kc.RebalanceTimeout),
 		kgo.TransactionalID(k.txid),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
+		kgo.ProducerLinger(kc.Linger),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytesFn(batchLimit(top.limits)),
 		kgo.OnPartitionsAssigned(k.assignPartitions),
@@ -186,7 +187,7 @@ func (k *keying) close() {
 // run polls, keys and commits until ctx is done (then it returns nil after
 // finishing the transaction in progress) or a fatal error occurs.
 func (k *keying) run(ctx context.Context) error {
-	max := k.cfg.State.BatchEvents
+	max := k.cfg.Kafka.TransactionRecords
 	var errs errWindow
 	for {
 		// A bounded poll, so that indexes of newly assigned partitions are
