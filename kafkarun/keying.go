@@ -187,13 +187,13 @@ func (k *keying) close() {
 // run polls, keys and commits until ctx is done (then it returns nil after
 // finishing the transaction in progress) or a fatal error occurs.
 func (k *keying) run(ctx context.Context) error {
-	max := k.cfg.Kafka.TransactionRecords
+	size := newTxnSize(k.cfg.Kafka.TransactionRecords, k.cfg.Kafka.TransactionTimeout)
 	var errs errWindow
 	for {
 		// A bounded poll, so that indexes of newly assigned partitions are
 		// restored without waiting for their input (ready.go).
 		pctx, cancel := context.WithTimeout(ctx, keyingPollWait)
-		fs := k.sess.PollRecords(pctx, max)
+		fs := k.sess.PollRecords(pctx, size.next())
 		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			k.sess.AllowRebalance()
@@ -220,7 +220,10 @@ func (k *keying) run(ctx context.Context) error {
 			k.sess.AllowRebalance()
 			continue
 		}
-		if err := k.transact(ctx, fs); err != nil {
+		began := time.Now()
+		err = k.transact(ctx, fs)
+		size.observe(fs.NumRecords(), time.Since(began))
+		if err != nil {
 			k.sess.AllowRebalance()
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return nil // shutdown during a restore: nothing was committed
