@@ -621,7 +621,7 @@ func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []b
 // produce sends the keyed record(s) of in within the current transaction.
 func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
 	key := keyed.AppendRecordKey(nil, in)
-	val := keyed.AppendRecordValue(nil, in)
+	val := k.spec.AppendCompactRecordValue(nil, key, in)
 	topic := k.cfg.Kafka.KeyedTopic()
 	k.m.KeyedRecords.WithLabelValues(in.Kind.String()).Inc()
 	if in.Kind == keyed.Truncate {
