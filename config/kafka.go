@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,25 @@ type Kafka struct {
 	MinCompactionLag time.Duration `yaml:"min_compaction_lag"`
 	// TransactionTimeout of the keying stage's transactions (default 30s).
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
+	// TransactionRecords is the most source records the keying stage keys
+	// in one Kafka transaction (default 10000). Every transaction costs the
+	// brokers a fixed amount of work (partitions added, offsets committed,
+	// a commit marker written to every partition it touched), which
+	// dominates their CPU with small transactions; a larger one takes
+	// longer to become visible to the join stage (read_committed) and must
+	// finish within transaction_timeout (a transaction that took more than
+	// a quarter of it halves the next one, down to 100 records; fast full
+	// ones grow back). A poll returns what is buffered, so at low input
+	// rates transactions stay small anyway.
+	TransactionRecords int `yaml:"transaction_records"`
+	// Compression of the records cdcjoin produces (keyed and index
+	// topics, epoch markers, dead letters): none, gzip, snappy, lz4 or zstd
+	// (default lz4).
+	Compression string `yaml:"compression"`
+	// Linger is how long the keying stage's producer waits to fill a batch
+	// (default 10ms, 1ms..1s). Batches also fill while a transaction's
+	// records are produced, so it matters little under load.
+	Linger time.Duration `yaml:"linger"`
 	// SessionTimeout of both consumer groups (default 15s): how long a dead
 	// instance keeps its partitions.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
@@ -103,6 +123,18 @@ const (
 	SASLScramSHA512 = "scram-sha-512"
 )
 
+// Producer defaults and limits (Kafka.TransactionRecords, Compression,
+// Linger).
+const (
+	DefaultTransactionRecords = 10000
+	MaxTransactionRecords     = 1000000
+	DefaultCompression        = "lz4"
+	DefaultLinger             = 10 * time.Millisecond
+)
+
+// Compressions returns the accepted values of kafka.compression.
+func Compressions() []string { return []string{"none", "gzip", "snappy", "lz4", "zstd"} }
+
 // MaxEpoch is the largest legacy Kafka.Epoch (legacy versions keep 48 bits for offsets).
 const MaxEpoch = 1<<16 - 1
 
@@ -141,6 +173,15 @@ func (k *Kafka) defaults(c *Config) {
 	if k.TransactionTimeout == 0 {
 		k.TransactionTimeout = 30 * time.Second
 	}
+	if k.TransactionRecords == 0 {
+		k.TransactionRecords = DefaultTransactionRecords
+	}
+	if k.Compression == "" {
+		k.Compression = DefaultCompression
+	}
+	if k.Linger == 0 {
+		k.Linger = DefaultLinger
+	}
 	if k.SessionTimeout == 0 {
 		k.SessionTimeout = 15 * time.Second
 	}
@@ -178,6 +219,15 @@ func (k *Kafka) validate(c *Config, p *Problems) {
 	}
 	if k.ReplicationFactor == 0 || k.ReplicationFactor < -1 || k.ReplicationFactor > 32767 {
 		c.add(p, fmt.Sprintf("kafka.replication_factor %d: use -1 (broker default) or a positive count", k.ReplicationFactor), s, "replication_factor")
+	}
+	if k.TransactionRecords < 1 || k.TransactionRecords > MaxTransactionRecords {
+		c.add(p, fmt.Sprintf("kafka.transaction_records %d: use 1..%d", k.TransactionRecords, MaxTransactionRecords), s, "transaction_records")
+	}
+	if !slices.Contains(Compressions(), k.Compression) {
+		c.add(p, fmt.Sprintf("kafka.compression %q: use one of %s", k.Compression, strings.Join(Compressions(), ", ")), s, "compression")
+	}
+	if k.Linger < time.Millisecond || k.Linger > time.Second {
+		c.add(p, fmt.Sprintf("kafka.linger %v: use 1ms..1s", k.Linger), s, "linger")
 	}
 	if k.Epoch < 0 || k.Epoch > MaxEpoch {
 		c.add(p, fmt.Sprintf("kafka.epoch %d: use 0..%d", k.Epoch, MaxEpoch), s, "epoch")

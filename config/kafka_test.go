@@ -21,6 +21,9 @@ func TestKafkaOptional(t *testing.T) {
 	if err := c.ValidateForKafka(); err == nil || !strings.Contains(err.Error(), "kafka.brokers is required") {
 		t.Fatalf("ValidateForKafka = %v", err)
 	}
+	if c.Kafka.Compression != DefaultCompression || c.Kafka.TransactionRecords != DefaultTransactionRecords || c.Kafka.Linger != DefaultLinger {
+		t.Errorf("producer defaults: %q %d %v", c.Kafka.Compression, c.Kafka.TransactionRecords, c.Kafka.Linger)
+	}
 	if c.Kafka.KeyedTopic() != "j.keyed" || c.Kafka.JoinGroup() != "j-join" || c.Kafka.KeyingGroup() != "j-keying" {
 		t.Errorf("names: %s %s %s", c.Kafka.KeyedTopic(), c.Kafka.JoinGroup(), c.Kafka.KeyingGroup())
 	}
@@ -48,13 +51,17 @@ func TestKafkaProblems(t *testing.T) {
   tls: {ca_file: /nonexistent}
   session_timeout: 1ms
   metrics_addr: nope
+  compression: brotli
+  transaction_records: -5
+  linger: 2s
 `), "t.yaml")
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	msg := err.Error()
 	for _, want := range []string{`"nohost" is not host:port`, `port "99999"`, "kafka.epoch 70000", "keyed_partitions -1",
-		`mechanism "gssapi"`, "tls.enabled is false", "session_timeout 1ms", "metrics_addr"} {
+		`mechanism "gssapi"`, "tls.enabled is false", "session_timeout 1ms", "metrics_addr",
+		`kafka.compression "brotli": use one of none, gzip, snappy, lz4, zstd`, "kafka.transaction_records -5", "kafka.linger 2s"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("missing %q in:\n%s", want, msg)
 		}

@@ -49,6 +49,7 @@ type joinStage struct {
 	mu        sync.Mutex
 	workers   map[int32]*worker
 	committed map[int32]int64 // last offset committed to Kafka per owned partition
+	rd        joinReady       // the assignment, for readiness (ready.go)
 
 	sinks sinkTotals // counters of the sinks of removed partitions
 }
@@ -81,6 +82,7 @@ func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, top topo
 		kgo.HeartbeatInterval(heartbeat(kc.SessionTimeout)),
 		kgo.RebalanceTimeout(kc.RebalanceTimeout),
 		kgo.AdjustFetchOffsetsFn(j.assign),
+		kgo.OnPartitionsAssigned(j.assigned),
 		kgo.OnPartitionsRevoked(j.revoke),
 		kgo.OnPartitionsLost(j.lose),
 	)
@@ -159,9 +161,11 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		pos = -1
 	}
 	w.pos.Store(pos)
+	w.cuTarget.Store(-1)
 	j.mu.Lock()
 	j.workers[p] = w
 	j.committed[p] = committed
+	delete(j.rd.awaiting, p)
 	j.m.OwnedPartitions.Set(float64(len(j.workers)))
 	j.mu.Unlock()
 	go w.run()
@@ -233,6 +237,7 @@ func (j *joinStage) remove(p int32) {
 	w := j.workers[p]
 	delete(j.workers, p)
 	delete(j.committed, p)
+	delete(j.rd.awaiting, p)
 	j.m.OwnedPartitions.Set(float64(len(j.workers)))
 	j.mu.Unlock()
 	if w == nil {

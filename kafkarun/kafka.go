@@ -32,6 +32,7 @@ func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.ClientID(k.ClientID),
 		kgo.DialTimeout(10 * time.Second),
 		kgo.WithLogger(kgoLogger{log}),
+		kgo.ProducerBatchCompression(compression(k.Compression)),
 	}
 	if k.TLS.Enabled {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLS.InsecureSkipVerify}
@@ -64,6 +65,21 @@ func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
 	}
 	return opts, nil
+}
+
+// compression is the producer codec of kafka.compression (validated).
+func compression(name string) kgo.CompressionCodec {
+	switch name {
+	case "gzip":
+		return kgo.GzipCompression()
+	case "snappy":
+		return kgo.SnappyCompression()
+	case "lz4":
+		return kgo.Lz4Compression()
+	case "zstd":
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
 }
 
 // kgoLogger forwards franz-go's warnings and errors to slog.

@@ -37,8 +37,9 @@ import (
 // is mirrored to partition p of the compacted "<group>.child-index" topic
 // inside the same transactions; likewise the parent index (parent pk → last
 // row, to complete TOAST placeholders before the row enters the compacted
-// keyed topic) in "<group>.parent-index". When this instance is assigned p it rebuilds the local store
-// from that partition (read_committed, to its end), so the index always
+// keyed topic) in "<group>.parent-index". When this instance is assigned p it brings the local store
+// up to date from that partition (read_committed, to its end; between
+// polls, as soon as p's committed offset is fetched: ready.go), so the index always
 // matches the committed source offset of p: KIP-447 stable offset fetches
 // make the new owner wait until the previous owner's transaction is
 // resolved. Stale index entries (a child truncate only clears the index of
@@ -71,6 +72,7 @@ type keying struct {
 
 	mu  sync.Mutex
 	idx map[sourcePart]*joinstate.Store // source partition → its index
+	rd  keyingReady                     // the assignment, for readiness (ready.go)
 
 	txns map[sourcePart]*joinstate.Txn // per transaction
 	perr error                         // first produce error of the transaction
@@ -114,8 +116,11 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		kgo.RebalanceTimeout(kc.RebalanceTimeout),
 		kgo.TransactionalID(k.txid),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
+		kgo.ProducerLinger(kc.Linger),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytesFn(batchLimit(top.limits)),
+		kgo.OnPartitionsAssigned(k.assignPartitions),
+		kgo.OnOffsetsFetched(k.offsetsFetched),
 		kgo.OnPartitionsRevoked(k.dropPartitions),
 		kgo.OnPartitionsLost(k.dropPartitions),
 	)
@@ -141,6 +146,7 @@ func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[strin
 	for _, side := range []row.Side{row.Parent, row.Child} {
 		for _, p := range lost[k.topicOf(side)] {
 			sp := sourcePart{side, p}
+			k.forget(sp)
 			if s := k.idx[sp]; s != nil {
 				if err := s.Close(); err != nil {
 					k.log.Warn("closing index", "side", side, "partition", p, "err", err)
@@ -181,10 +187,14 @@ func (k *keying) close() {
 // run polls, keys and commits until ctx is done (then it returns nil after
 // finishing the transaction in progress) or a fatal error occurs.
 func (k *keying) run(ctx context.Context) error {
-	max := k.cfg.State.BatchEvents
+	size := newTxnSize(k.cfg.Kafka.TransactionRecords, k.cfg.Kafka.TransactionTimeout)
 	var errs errWindow
 	for {
-		fs := k.sess.PollRecords(ctx, max)
+		// A bounded poll, so that indexes of newly assigned partitions are
+		// restored without waiting for their input (ready.go).
+		pctx, cancel := context.WithTimeout(ctx, keyingPollWait)
+		fs := k.sess.PollRecords(pctx, size.next())
+		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			k.sess.AllowRebalance()
 			return nil
@@ -192,6 +202,13 @@ func (k *keying) run(ctx context.Context) error {
 		hadErr, err := errs.check(fs, "keying", k.m, k.log)
 		if err != nil {
 			k.sess.AllowRebalance()
+			return err
+		}
+		if err := k.restoreFetched(ctx); err != nil {
+			k.sess.AllowRebalance()
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+				return nil
+			}
 			return err
 		}
 		if hadErr && fs.NumRecords() == 0 {
@@ -203,7 +220,10 @@ func (k *keying) run(ctx context.Context) error {
 			k.sess.AllowRebalance()
 			continue
 		}
-		if err := k.transact(ctx, fs); err != nil {
+		began := time.Now()
+		err = k.transact(ctx, fs)
+		size.observe(fs.NumRecords(), time.Since(began))
+		if err != nil {
 			k.sess.AllowRebalance()
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return nil // shutdown during a restore: nothing was committed
@@ -277,6 +297,19 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	k.pmu.Lock()
 	logged := maps.Clone(k.logged)
 	k.pmu.Unlock()
+	// Partitions whose changelogs got records without an index change
+	// (the learned key types) move their positions too, so that a restart
+	// does not read those records again.
+	for p := range logged {
+		if k.txns[p] == nil {
+			k.mu.Lock()
+			s := k.idx[p]
+			k.mu.Unlock()
+			if s != nil {
+				k.txns[p] = s.Begin()
+			}
+		}
+	}
 	for p, t := range k.txns {
 		delete(k.txns, p)
 		// The local index now reflects its changelog up to the records
@@ -526,11 +559,19 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		s.Close()
 		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", sp.side, p, err)
 	}
-	if mode == "reuse" && n > 0 {
+	switch {
+	case mode == "reuse" && n > 0:
 		mode = "catch-up"
+	case mode == "rebuild" && n == 0:
+		mode = "fresh" // nothing committed yet: not a rebuild
 	}
+	elapsed := time.Since(start)
 	k.m.IndexRestoreRecords.WithLabelValues(sp.side.String(), mode).Add(float64(n))
-	k.log.Info("index ready", "side", sp.side, "partition", p, "mode", mode, "records_read", n, "elapsed", time.Since(start).Round(time.Millisecond))
+	if cm := restoreMode(mode, n); cm != "" {
+		k.m.CatchUpSeconds.WithLabelValues("keying", cm).Observe(elapsed.Seconds())
+		k.m.CatchUpRecords.WithLabelValues("keying", cm).Add(float64(n))
+	}
+	k.log.Info("index ready", "side", sp.side, "partition", p, "mode", mode, "records", n, "seconds", elapsed.Seconds())
 	return s, nil
 }
 
@@ -580,7 +621,7 @@ func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []b
 // produce sends the keyed record(s) of in within the current transaction.
 func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
 	key := keyed.AppendRecordKey(nil, in)
-	val := keyed.AppendRecordValue(nil, in)
+	val := k.spec.AppendCompactRecordValue(nil, key, in)
 	topic := k.cfg.Kafka.KeyedTopic()
 	k.m.KeyedRecords.WithLabelValues(in.Kind.String()).Inc()
 	if in.Kind == keyed.Truncate {

@@ -54,12 +54,16 @@ func (w *worker) startRebuild(dir string, hasState bool) error {
 }
 
 // idle returns a channel that fires when a bulk rebuild has waited for
-// input for rebuildIdle (nil when not rebuilding).
+// input for rebuildIdle, or a row-by-row catch-up for catchUpIdle (nil
+// when neither is in progress).
 func (w *worker) idle() <-chan time.Time {
-	if w.rb == nil {
-		return nil
+	switch {
+	case w.rb != nil:
+		return time.After(rebuildIdle)
+	case !w.caught.Load():
+		return time.After(catchUpIdle)
 	}
-	return time.After(rebuildIdle)
+	return nil
 }
 
 // rebuildRecords feeds the records below the committed offset to the bulk

@@ -89,7 +89,10 @@ type Options struct {
 	// Gatherer is served on kafka.metrics_addr (default: Registry if it is
 	// a Gatherer).
 	Gatherer prometheus.Gatherer
-	// Ready, if set, is set once both stages run and cleared on return.
+	// Ready, if set, is ready once both stages run, each has its group's
+	// assignment and every owned partition's state (keying indexes, join
+	// state) has caught up to the committed positions (see ready.go);
+	// cleared on return.
 	Ready *metrics.Readiness
 	// ClientOpts are appended to every Kafka client's options (tests:
 	// shorter timeouts, fault injection hooks).
@@ -252,8 +255,16 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 	}()
 	if opts.Ready != nil {
+		// Ready once every owned partition caught up (ready.go).
+		opts.Ready.SetCheck(func() error {
+			if err := k.notReady(); err != nil {
+				return err
+			}
+			return j.notReady()
+		})
 		opts.Ready.Set(true)
 		defer opts.Ready.Set(false)
+		defer opts.Ready.SetCheck(nil)
 	}
 	log.Info("running", "keyed_topic", cfg.Kafka.KeyedTopic(), "keyed_partitions", top.keyedParts)
 	wg.Wait()

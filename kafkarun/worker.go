@@ -71,6 +71,13 @@ type worker struct {
 	dir      string   // the partition's state directory
 	hasState bool     // the state had a position when the worker started
 	rb       *rebuild // a bulk rebuild in progress (rebuild.go), or nil
+
+	// Readiness (ready.go): caught is set once the partition's state
+	// reached the committed position; cuTarget is that position (-1 until
+	// the sink is open); cu is the catch-up in progress.
+	caught   atomic.Bool
+	cuTarget atomic.Int64
+	cu       joinCatchUp
 }
 
 // errAbandoned ends a batch that could not finish before the drain deadline.
@@ -118,6 +125,7 @@ func (w *worker) run() {
 		w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
 		return
 	}
+	w.beginCatchUp()
 	var recs []*kgo.Record
 	for {
 		if len(recs) == 0 {
@@ -125,12 +133,16 @@ func (w *worker) run() {
 			case <-w.stop:
 				return
 			case recs = <-w.in:
+				w.countCatchUp(recs)
 			case <-w.idle():
-				if err := w.finishRebuild(); err != nil {
-					w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-					w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
-					return
+				if w.rb != nil {
+					if err := w.finishRebuild(); err != nil {
+						w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+						w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+						return
+					}
 				}
+				w.checkCatchUp(true)
 				continue
 			}
 		}
@@ -142,6 +154,7 @@ func (w *worker) run() {
 				return
 			}
 			if len(recs) == 0 {
+				w.checkCatchUp(false)
 				continue
 			}
 		}
@@ -157,6 +170,7 @@ func (w *worker) run() {
 			w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
 			return
 		}
+		w.checkCatchUp(false)
 		if w.stopping() {
 			return
 		}

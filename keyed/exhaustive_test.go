@@ -334,9 +334,14 @@ func (p *pipeline) apply(side row.Side, ev *debezium.Event, emit func(*row.Chang
 		if p.shared {
 			return p.join.Apply(p.state, in, p.version, emit)
 		}
-		// Through the keyed topic's encoding, as the join stage reads it.
+		// Through the keyed topic's encoding, as the join stage reads it:
+		// the compact form the keying stage writes, and every other record
+		// the full form of older keyed topics.
 		key := keyed.AppendRecordKey(nil, in)
-		val := keyed.AppendRecordValue(nil, in)
+		val := p.spec.AppendCompactRecordValue(nil, key, in)
+		if p.version%2 == 1 {
+			val = keyed.AppendRecordValue(nil, in)
+		}
 		if err := p.spec.DecodeRecord(key, val, &p.rec); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
@@ -38,8 +39,11 @@ type Keyer struct {
 	// Changelog, if set, receives every index write as it is made: side's
 	// index key and entry (the bytes stored), entry nil for a delete. A
 	// keying stage mirrors them to its index changelog topics. Clears (a
-	// truncate) are not reported. The slices are only valid during the
-	// call. An error aborts Key.
+	// truncate) are not reported. An upsert whose entry equals the stored
+	// one (a redelivery, a snapshot re-run) is not written at all, so not
+	// reported either: the changelog's latest record for the key already
+	// is that entry. The slices are only valid during the call. An error
+	// aborts Key.
 	Changelog func(side row.Side, key, entry []byte) error
 
 	// Partition is the source partition of the event being keyed; the
@@ -57,6 +61,9 @@ type Keyer struct {
 	ck, ock     []byte
 	vals, ovals []row.Value
 	entry       []byte
+	// oentry is the stored entry the last childIndex or parentIndex found
+	// (empty when none).
+	oentry []byte
 }
 
 // NewKeyer returns a keyer for spec.
@@ -155,7 +162,7 @@ func (k *Keyer) parent(t Index, ev *debezium.Event, out func(*Input) error) erro
 				return nil // an update of unprojected columns only, or a redelivery
 			}
 			k.entry = AppendParentIndexEntry(k.entry[:0], k.Partition, k.vals)
-			if err := k.setIndex(t, row.Parent, k.jk, k.entry); err != nil {
+			if err := k.setIndexIfChanged(t, row.Parent, k.jk, k.entry, had); err != nil {
 				return err
 			}
 			after = k.vals
@@ -232,7 +239,7 @@ func (k *Keyer) child(t Index, ev *debezium.Event, out func(*Input) error) error
 			return nil
 		}
 		k.entry = AppendIndexEntry(k.entry[:0], k.Partition, k.jk, k.vals)
-		if err := k.setIndex(t, row.Child, k.ck, k.entry); err != nil {
+		if err := k.setIndexIfChanged(t, row.Child, k.ck, k.entry, had); err != nil {
 			return err
 		}
 		k.in = Input{Kind: ChildUpsert, Side: row.Child, JoinKey: k.jk, ChildKey: k.ck, Row: k.vals,
@@ -286,7 +293,9 @@ func complete(dst, vals, old []row.Value, had bool) ([]row.Value, bool) {
 // under) and k.ovals (its last row).
 func (k *Keyer) childIndex(t Index, ck []byte) (bool, error) {
 	e, ok, err := t.ChildIndex(ck)
+	k.oentry = append(k.oentry[:0], e...)
 	if !ok || err != nil {
+		k.oentry = k.oentry[:0]
 		return false, err
 	}
 	var jk []byte
@@ -300,7 +309,9 @@ func (k *Keyer) childIndex(t Index, ck []byte) (bool, error) {
 // parentIndex reads pk's last row from the parent index.
 func (k *Keyer) parentIndex(t Index, pk []byte) ([]row.Value, bool, error) {
 	e, ok, err := t.ParentIndex(pk)
+	k.oentry = append(k.oentry[:0], e...)
 	if !ok || err != nil {
+		k.oentry = k.oentry[:0]
 		return k.ovals, false, err
 	}
 	_, vals, err := DecodeParentIndexEntry(e, k.ovals)
@@ -319,6 +330,15 @@ func (k *Keyer) setIndex(t Index, side row.Side, key, entry []byte) error {
 		err = k.Changelog(side, key, entry)
 	}
 	return err
+}
+
+// setIndexIfChanged is setIndex unless had and the stored entry (read last,
+// into oentry) is entry already.
+func (k *Keyer) setIndexIfChanged(t Index, side row.Side, key, entry []byte, had bool) error {
+	if had && bytes.Equal(entry, k.oentry) {
+		return nil
+	}
+	return k.setIndex(t, side, key, entry)
 }
 
 // deleteIndex deletes side's index entry for key and reports it to

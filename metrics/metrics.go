@@ -49,6 +49,16 @@ type Metrics struct {
 	DeadLettered *prometheus.CounterVec
 	// OwnedPartitions is the number of keyed partitions this instance joins.
 	OwnedPartitions prometheus.Gauge
+	// CatchUpSeconds observes, once per partition and assignment, how long
+	// its state took to catch up to the committed position, by stage
+	// (keying: a source partition's index; join: a keyed partition's
+	// state) and mode (rebuild: no usable local state; catch-up: local
+	// state behind). A partition whose local state was current, or a
+	// fresh start with nothing committed, observes nothing.
+	CatchUpSeconds *prometheus.HistogramVec
+	// CatchUpRecords counts the records applied by those catch-ups, by
+	// stage and mode.
+	CatchUpRecords *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them with reg (nil: not
@@ -94,11 +104,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		OwnedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cdcjoin_join_owned_partitions", Help: "Keyed partitions joined by this instance.",
 		}),
+		CatchUpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cdcjoin_catchup_seconds", Help: "Time an assigned partition's state took to catch up to the committed position, by stage and mode (rebuild, catch-up).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}, []string{"stage", "mode"}),
+		CatchUpRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_catchup_records_total", Help: "Records applied by partitions catching up to their committed positions, by stage and mode.",
+		}, []string{"stage", "mode"}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.Changes,
 			m.FanOut, m.StateRebuilt, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
-			m.DeadLettered, m.OwnedPartitions} {
+			m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("cdcjoin: metrics: %w", err)
 			}
@@ -107,12 +124,36 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Readiness is a flag the runtime sets once it serves traffic, and the
-// runtime's liveness check. The zero value is not ready and live. Safe for
-// concurrent use.
+// Readiness is a flag the runtime sets once it serves traffic, a readiness
+// check, and the runtime's liveness check. Ready means the flag is set and
+// the readiness check (if any) passes. The zero value is not ready and
+// live. Safe for concurrent use.
 type Readiness struct {
 	ready atomic.Bool
+	check atomic.Pointer[func() error]
 	live  atomic.Pointer[func() error]
+}
+
+// SetCheck sets the check Ready runs once the flag is set: nil when ready,
+// else why not (nil check: the flag alone decides). The check must be
+// cheap and must not block: /readyz runs it on every request.
+func (r *Readiness) SetCheck(check func() error) {
+	if check == nil {
+		r.check.Store(nil)
+		return
+	}
+	r.check.Store(&check)
+}
+
+// NotReady returns nil when ready, else the reason.
+func (r *Readiness) NotReady() error {
+	if !r.ready.Load() {
+		return errors.New("not running")
+	}
+	if f := r.check.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
 }
 
 // SetLiveness sets the check /healthz runs (nil: always live).
@@ -135,12 +176,12 @@ func (r *Readiness) Live() error {
 // Set sets the flag.
 func (r *Readiness) Set(ready bool) { r.ready.Store(ready) }
 
-// Ready reports the flag.
-func (r *Readiness) Ready() bool { return r.ready.Load() }
+// Ready reports whether the flag is set and the check passes.
+func (r *Readiness) Ready() bool { return r.NotReady() == nil }
 
 // Server serves /metrics from g, /healthz (200 while running and
 // ready.Live(), else 503 with the reason: a wedged process must not look
-// alive) and /readyz (200 when ready.Ready(), else 503).
+// alive) and /readyz (200 when ready.Ready(), else 503 with the reason).
 type Server struct {
 	srv *http.Server
 	ln  net.Listener
@@ -165,11 +206,15 @@ func Listen(addr string, g prometheus.Gatherer, ready *Readiness) (*Server, erro
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ready != nil && ready.Ready() {
+		err := errors.New("not running")
+		if ready != nil {
+			err = ready.NotReady()
+		}
+		if err == nil {
 			w.Write([]byte("ready\n"))
 			return
 		}
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 	})
 	return &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
 }

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -49,7 +50,12 @@ func TestServer(t *testing.T) {
 	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before ready = %d", code)
 	}
+	ready.SetCheck(func() error { return errors.New("join partition 3 catching up") })
 	ready.Set(true)
+	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "join partition 3 catching up") {
+		t.Errorf("/readyz with a failing check = %d %q", code, body)
+	}
+	ready.SetCheck(func() error { return nil })
 	if code, _ := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz when ready = %d", code)
 	}

@@ -1,0 +1,35 @@
+package kafkarun
+
+import "time"
+
+// txnSize adapts the keying stage's poll size (the source records of one
+// transaction) so that a transaction stays well inside
+// kafka.transaction_timeout: a transaction that took more than a quarter of
+// it halves the next one's size (never below minTxnRecords), and a full one
+// that took less than a twentieth doubles it again, up to
+// kafka.transaction_records. Only the keying goroutine uses it.
+type txnSize struct {
+	max     int           // kafka.transaction_records
+	timeout time.Duration // kafka.transaction_timeout
+	cur     int
+}
+
+// minTxnRecords is the smallest poll size txnSize shrinks to.
+const minTxnRecords = 100
+
+func newTxnSize(max int, timeout time.Duration) *txnSize {
+	return &txnSize{max: max, timeout: timeout, cur: max}
+}
+
+// next returns the size of the next poll.
+func (s *txnSize) next() int { return s.cur }
+
+// observe records a transaction of n source records that took d.
+func (s *txnSize) observe(n int, d time.Duration) {
+	switch {
+	case d > s.timeout/4:
+		s.cur = max(min(s.cur, n)/2, min(minTxnRecords, s.max))
+	case d < s.timeout/20 && n >= s.cur:
+		s.cur = min(s.cur*2, s.max)
+	}
+}
