@@ -151,7 +151,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 				ph.Probes++
 			}
 			if i&63 == 0 && time.Since(d.last) >= d.o.Linger {
-				if err := d.eng.Commit(ctx); err != nil {
+				if err := d.eng.Checkpoint(ctx); err != nil {
 					return ph, err
 				}
 				d.last = time.Now()

@@ -174,6 +174,7 @@ type Config struct {
 	Debezium   Debezium    `yaml:"debezium"`
 	Kafka      Kafka       `yaml:"kafka"`
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
+	Skew       Skew        `yaml:"skew"`
 
 	root *yaml.Node
 }
@@ -326,6 +327,7 @@ func (c *Config) EnsureDefaults() {
 	if c.ClickHouse != nil {
 		c.ClickHouse.defaults(c)
 	}
+	c.Skew.defaults()
 }
 
 // Validate reports every problem of a Config built in code (a *Problems),
@@ -407,6 +409,7 @@ func (c *Config) validate(p *Problems) {
 	if c.ClickHouse != nil {
 		c.ClickHouse.validate(c, p)
 	}
+	c.Skew.validate(c, p)
 }
 
 func (c *Config) validateTable(p *Problems, side string, t *Table, child bool) {

@@ -13,6 +13,15 @@
 // higher versions). A crash loses at most the uncommitted batch;
 // reprocessing it from the committed positions reproduces the same changes
 // with the same versions.
+//
+// Fair fan-out (skew.chunk_rows): a parent's fan-out emits at most
+// chunk_rows rows at once; the rest is done chunk_rows rows after each
+// later record, and the key's later inputs wait for it (in the state, with
+// the versions they were given), so a rename of a parent with millions of
+// children does not stall every other key. Checkpoint commits such work in
+// progress; Commit finishes it first. Salting (spreading a hot parent over
+// several partitions) is the Kafka runtime's: the engine has one state and
+// one goroutine, so there is nothing to spread over.
 package engine
 
 import (
@@ -33,6 +42,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/skew"
 	"github.com/cdcjoin/cdcjoin/version"
 )
 
@@ -74,6 +84,10 @@ type Stats struct {
 	Bad        uint64 // records dead-lettered
 	Commits    uint64
 	Join       keyed.Stats
+	// FanOutsChunked counts fan-outs larger than skew.chunk_rows (done in
+	// chunks between later records); InputsWaited the inputs that waited
+	// behind one. Both since Open.
+	FanOutsChunked, InputsWaited uint64
 }
 
 // Engine is the single-process join. Not safe for concurrent use.
@@ -84,6 +98,7 @@ type Engine struct {
 	store   *joinstate.Store
 	keyer   *keyed.Keyer
 	join    *keyed.Join
+	fair    *skew.Fair
 	dec     *job.Decoder // for Process
 	scratch Decoded
 	txn     *joinstate.Txn
@@ -166,6 +181,12 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("cdcjoin: state in %s: %w", cfg.State.Dir, err)
 	}
 	e.txn = store.Begin()
+	e.fair = skew.NewFair(e.join, cfg.Skew.ChunkRows)
+	if err := e.fair.Load(e.txn); err != nil {
+		e.txn.Abort()
+		store.Close()
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -252,6 +273,7 @@ func (e *Engine) Inputs() int64 { return e.inputs }
 func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.Join = e.join.Stats
+	s.FanOutsChunked, s.InputsWaited = e.fair.Chunked(), e.fair.Waited()
 	return s
 }
 
@@ -335,7 +357,7 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	e.next[tp] = r.Offset + 1
 	e.pending++
 	if e.pending >= e.cfg.State.BatchEvents {
-		return e.Commit(ctx)
+		return e.Checkpoint(ctx)
 	}
 	return nil
 }
@@ -371,18 +393,32 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
 		v := e.clock.At(e.inputs)
 		e.inputs++
-		return e.join.Apply(e.txn, in, v, emit)
+		return e.fair.Apply(e.txn, in, v, emit)
 	})
 	var ke *keyed.KeyError
 	if errors.As(err, &ke) {
 		return &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return e.fair.Step(e.txn, emit)
 }
 
-// Commit flushes emitted changes to the sink and then commits state,
-// version clock and positions atomically.
+// Commit finishes the fan-outs in progress, flushes every emitted change to
+// the sink and then commits state, version clock and positions atomically:
+// afterwards the sink holds the join of everything applied.
 func (e *Engine) Commit(ctx context.Context) error {
+	if err := e.fair.Drain(e.txn, e.buf.Emitter(ctx)); err != nil {
+		return err
+	}
+	return e.Checkpoint(ctx)
+}
+
+// Checkpoint is Commit without finishing the fan-outs in progress: they
+// are committed where they are (with the inputs waiting for them) and
+// continue after later records, or after a restart.
+func (e *Engine) Checkpoint(ctx context.Context) error {
 	if e.pending == 0 && e.txn.Empty() {
 		return nil
 	}
@@ -433,7 +469,8 @@ func (e *Engine) Close() error {
 
 // Final streams the materialized join from the committed state, sorted by row
 // key (join key, then child key; a LEFT join's padded row has no child key).
-// vals is reused between calls.
+// vals is reused between calls. It is the join of the input after Commit
+// (after Checkpoint, inputs waiting for a fan-out are not in it yet).
 func (e *Engine) Final(fn func(parentKey, childKey, vals []row.Value) error) error {
 	t := e.store.Begin()
 	defer t.Abort()
