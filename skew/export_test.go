@@ -8,3 +8,7 @@ func NewFairWith(join *keyed.Join, chunk int, exec Executor) *Fair {
 	f.sched = NewScheduler(exec)
 	return f
 }
+
+// SetNoWait makes r end coolings without waiting for the replicas'
+// confirmations (the negative control of the release round).
+func SetNoWait(r *Router) { r.noWait = true }

@@ -241,6 +241,8 @@ func materialize(t testing.TB, st keyed.State, spec *keyed.Spec) []string {
 	return out
 }
 
+func sortStrings(s []string) { sort.Strings(s) }
+
 func diffLists(want, got []string) string {
 	if slices.Equal(want, got) {
 		return ""

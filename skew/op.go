@@ -15,17 +15,18 @@ type OpKind uint8
 const (
 	// OpApply applies In with Version through the join, emitting.
 	OpApply OpKind = iota + 1
-	// OpApplySilent applies In with Version without emitting (a salted
-	// replica's child input: the hot key's own partition emits its rows).
-	OpApplySilent
-	// OpCopy stores Record as the replica's parent (In.Side Parent) or the
-	// child In.ChildKey (Side Child) as is, versions included, emitting
-	// nothing: a child moved into a salted replica. Record nil deletes it.
+	// OpCopy stores Record as a replica's parent (In.Side Parent) or child
+	// In.ChildKey (Side Child) as is, versions included, emitting nothing:
+	// a row copied into (or, Record nil, deleted from) a salted replica.
 	OpCopy
-	// OpSalt and OpCool change the layout of the key (In.JoinKey): they
-	// start or end its salted fan-out (see Router).
+	// OpSalt and OpCool are layout changes of an own key (In.JoinKey)
+	// read back from the log; OpUnsalt ends a cooling (see Router).
 	OpSalt
 	OpCool
+	OpUnsalt
+	// OpRelease asks a replica to confirm, once everything forwarded to
+	// it before is done, that it emits nothing more (see Router).
+	OpRelease
 )
 
 // Op is one unit of work on one key. Ops of a key run in the order they
@@ -69,25 +70,13 @@ func DecodeOp(b []byte, op *Op) error {
 	rowBuf := op.In.Row[:0]
 	*op = Op{Kind: OpKind(b[0])}
 	op.In.Kind, op.In.Side = keyed.InputKind(b[1]), row.Side(b[2])
-	b = b[3:]
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return bad
-	}
-	op.Version, b = v, b[n:]
-	o, n := binary.Varint(b)
-	if n <= 0 {
-		return bad
-	}
-	op.Origin, b = o, b[n:]
-	var ok bool
-	if op.In.JoinKey, b, ok = readBytes(b); !ok {
-		return bad
-	}
-	if op.In.ChildKey, b, ok = readBytes(b); !ok {
-		return bad
-	}
-	if op.Record, b, ok = readBytes(b); !ok || len(b) < 1 {
+	rd := newReader(b[3:])
+	op.Version = rd.uvarint()
+	op.Origin = rd.varint()
+	op.In.JoinKey = rd.bytes()
+	op.In.ChildKey = rd.bytes()
+	op.Record = rd.bytes()
+	if b = rd.b; !rd.ok || len(b) < 1 {
 		return bad
 	}
 	if b[0] == 1 {
@@ -121,4 +110,48 @@ func readBytes(b []byte) (v, rest []byte, ok bool) {
 		return nil, b, false
 	}
 	return b[: l-1 : l-1], b[l-1:], true
+}
+
+// reader decodes a sequence of varints and byte strings; a decode error
+// sticks (ok turns false) and later reads return zero values.
+type reader struct {
+	b  []byte
+	ok bool
+}
+
+func newReader(b []byte) *reader { return &reader{b: b, ok: true} }
+
+func (r *reader) uvarint() uint64 {
+	if !r.ok {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.ok = false
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if !r.ok {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.ok = false
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	if !r.ok {
+		return nil
+	}
+	v, rest, ok := readBytes(r.b)
+	r.b, r.ok = rest, ok
+	return v
 }
