@@ -167,8 +167,14 @@ func (j *Join) Start(t State, in *Input, version uint64, budget int, emit Emit) 
 		j.parent = ParentRecord{Version: in.Version, PadVersion: in.PadVersion, Row: append(j.parent.Row[:0], in.Row...), Partition: -1}
 		err = t.PutParent(in.JoinKey, j.encParent(&j.parent))
 	case ChildLoad:
+		var had bool
+		if _, had, err = t.Child(in.JoinKey, in.ChildKey); err == nil && !had {
+			j.ChildDelta = 1
+		}
 		j.child = ChildRecord{Version: in.Version, Row: append(j.child.Row[:0], in.Row...)}
-		err = t.PutChild(in.JoinKey, in.ChildKey, j.encChild(&j.child))
+		if err == nil {
+			err = t.PutChild(in.JoinKey, in.ChildKey, j.encChild(&j.child))
+		}
 	case Truncate:
 		if in.Side == row.Parent {
 			err = j.truncateParents(t, version, emit)

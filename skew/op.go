@@ -15,9 +15,10 @@ type OpKind uint8
 const (
 	// OpApply applies In with Version through the join, emitting.
 	OpApply OpKind = iota + 1
-	// OpCopy stores Record as a replica's parent (In.Side Parent) or child
-	// In.ChildKey (Side Child) as is, versions included, emitting nothing:
-	// a row copied into (or, Record nil, deleted from) a salted replica.
+	// OpCopy loads a row into a salted replica as is, with the versions it
+	// was last emitted with (In is a keyed.ParentLoad or ChildLoad), or
+	// deletes it there (In is a ParentDelete or ChildDelete), emitting
+	// nothing: a row moved into or out of a replica.
 	OpCopy
 	// OpSalt and OpCool are layout changes of an own key (In.JoinKey)
 	// read back from the log; OpUnsalt ends a cooling (see Router).
@@ -40,9 +41,6 @@ type Op struct {
 	// keyed-topic offset); forwarded records carry it so that their target
 	// drops duplicates.
 	Origin int64
-	// Record is an OpCopy's stored record (keyed.AppendParent /
-	// AppendChild encoding).
-	Record []byte
 }
 
 // AppendOp appends op's encoding to dst. In.Absent is not kept (a waiting
@@ -53,7 +51,8 @@ func AppendOp(dst []byte, op *Op) []byte {
 	dst = binary.AppendVarint(dst, op.Origin)
 	dst = appendBytes(dst, op.In.JoinKey)
 	dst = appendBytes(dst, op.In.ChildKey)
-	dst = appendBytes(dst, op.Record)
+	dst = binary.AppendUvarint(dst, op.In.Version)
+	dst = binary.AppendUvarint(dst, op.In.PadVersion)
 	if op.In.Row == nil {
 		return append(dst, 0)
 	}
@@ -75,7 +74,7 @@ func DecodeOp(b []byte, op *Op) error {
 	op.Origin = rd.varint()
 	op.In.JoinKey = rd.bytes()
 	op.In.ChildKey = rd.bytes()
-	op.Record = rd.bytes()
+	op.In.Version, op.In.PadVersion = rd.uvarint(), rd.uvarint()
 	if b = rd.b; !rd.ok || len(b) < 1 {
 		return bad
 	}

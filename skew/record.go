@@ -15,8 +15,8 @@ import (
 //	      'L' joinKey                            a layout change of joinKey (own partition)
 //	      'A' salt(2) joinKey                    a replica's release confirmation (to joinKey's partition)
 //	value forward: nil (a delete: a tombstone), 0x01 row (an input's row),
-//	      0x02 stored record (a copy, keyed.AppendParent/AppendChild),
-//	      0x03 (a release)
+//	      0x02 pad version row (a copy: a row and, with the header's
+//	      version, the versions it was last emitted with), 0x03 (a release)
 //	      layout: 0x01 op (OpSalt or OpCool)
 //	      ack: 0x01 origin(8) (the release's)
 //	header ForwardHeader (forwards): mode, version, origin offset, sub
@@ -33,7 +33,7 @@ const (
 	recLayout  = 'L'
 	recAck     = 'A'
 	valRow     = 0x01
-	valRecord  = 0x02
+	valLoad    = 0x02
 	valRelease = 0x03
 )
 
@@ -50,13 +50,13 @@ type Forward struct {
 	JoinKey  []byte
 	ChildKey []byte
 	Salt     uint16
-	// Delete: the row is deleted; else Row (OpApply) or Record (OpCopy)
-	// is its new content.
+	// Delete: the row is deleted; else Row is its new content.
 	Delete bool
 	Row    []row.Value
-	Record []byte
-	// Version is the version OpApply applies with.
-	Version uint64
+	// Version is the version OpApply applies with; for OpCopy the
+	// version the row was last changed at, and PadVersion (a parent) the
+	// one its LEFT join padded row was last emitted with.
+	Version, PadVersion uint64
 	// Origin and Sub order the forwards of one source partition: the
 	// offset of the record whose processing made the forward, and its
 	// number among the forwards made then. A replica drops a forward not
@@ -115,7 +115,8 @@ func AppendForwardValue(dst []byte, f *Forward) []byte {
 	case f.Delete:
 		return nil
 	case f.Mode == OpCopy:
-		return append(append(dst, valRecord), f.Record...)
+		dst = binary.AppendUvarint(append(dst, valLoad), f.PadVersion)
+		return row.AppendRow(dst, f.Row)
 	case f.Mode == OpRelease:
 		return append(dst, valRelease)
 	}
@@ -169,8 +170,16 @@ func DecodeForward(spec *keyed.Spec, key, value, header []byte, f *Forward) erro
 		}
 	case value == nil:
 		f.Delete = true
-	case len(value) > 0 && value[0] == valRecord && f.Mode == OpCopy:
-		f.Record = value[1:]
+	case len(value) > 0 && value[0] == valLoad && f.Mode == OpCopy:
+		pad, n := binary.Uvarint(value[1:])
+		if n <= 0 {
+			return bad("bad pad version")
+		}
+		var err error
+		if f.Row, err = row.DecodeRow(f.Row, value[1+n:]); err != nil {
+			return fmt.Errorf("cdcjoin: forwarded record: %w", err)
+		}
+		f.PadVersion = pad
 	case len(value) > 0 && value[0] == valRow && f.Mode != OpCopy:
 		var err error
 		if f.Row, err = row.DecodeRow(f.Row, value[1:]); err != nil {

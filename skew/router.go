@@ -152,6 +152,8 @@ type Router struct {
 	op       Op
 	f        Forward
 	fo       keyed.FanOut
+	pr       keyed.ParentRecord
+	cr       keyed.ChildRecord
 	key      []byte
 	kb, vb   []byte
 	hb       []byte
@@ -325,9 +327,13 @@ func (r *Router) Forwarded(t keyed.State, f *Forward, emit keyed.Emit) error {
 	if err := t.PutAux(r.key, seen[:]); err != nil {
 		return err
 	}
-	r.op = Op{Kind: f.Mode, Version: f.Version, Origin: f.Origin, Record: f.Record,
+	r.op = Op{Kind: f.Mode, Version: f.Version, Origin: f.Origin,
 		In: keyed.Input{Side: f.Side, JoinKey: f.JoinKey, ChildKey: f.ChildKey, Row: f.Row}}
 	switch {
+	case f.Mode == OpCopy && !f.Delete && f.Side == row.Parent:
+		r.op.In.Kind, r.op.In.Version, r.op.In.PadVersion = keyed.ParentLoad, f.Version, f.PadVersion
+	case f.Mode == OpCopy && !f.Delete:
+		r.op.In.Kind, r.op.In.Version = keyed.ChildLoad, f.Version
 	case f.Side == row.Parent && f.Delete:
 		r.op.In.Kind = keyed.ParentDelete
 	case f.Side == row.Parent:
@@ -336,9 +342,6 @@ func (r *Router) Forwarded(t keyed.State, f *Forward, emit keyed.Emit) error {
 		r.op.In.Kind = keyed.ChildDelete
 	default:
 		r.op.In.Kind = keyed.ChildUpsert
-	}
-	if f.Mode == OpCopy && f.Delete {
-		r.op.Record = nil
 	}
 	r.key = binary.BigEndian.AppendUint16(append(append(r.key[:0], schedReplica), f.JoinKey...), f.Salt)
 	_, err = r.sched.Submit(t, r.key, &r.op, r.stepBudget(), emit)
@@ -667,8 +670,14 @@ func (r *Router) startMove(t keyed.State, jk []byte, m *move, budget int) ([]byt
 	if err != nil {
 		return nil, 0, err
 	}
+	if ok && !m.del {
+		if err := keyed.DecodeParent(p, &r.pr); err != nil {
+			return nil, 0, err
+		}
+	}
 	if ok || m.del {
-		r.f = Forward{Mode: OpCopy, Side: row.Parent, JoinKey: jk, Record: p, Delete: m.del, Origin: m.origin}
+		r.f = Forward{Mode: OpCopy, Side: row.Parent, JoinKey: jk, Delete: m.del, Origin: m.origin,
+			Row: r.pr.Row, Version: r.pr.Version, PadVersion: r.pr.PadVersion}
 		for s := 0; s < m.salts; s++ {
 			r.f.Salt, r.f.Sub = uint16(s), m.sub
 			m.sub++
@@ -691,8 +700,14 @@ func (r *Router) continueMove(t keyed.State, jk []byte, m *move, budget int) ([]
 			more = true
 			return errMoveBudget
 		}
-		r.f = Forward{Mode: OpCopy, Side: row.Child, JoinKey: jk, ChildKey: ck, Record: v, Delete: m.del,
+		r.f = Forward{Mode: OpCopy, Side: row.Child, JoinKey: jk, ChildKey: ck, Delete: m.del,
 			Salt: SaltOf(ck, m.salts), Origin: m.origin, Sub: m.sub}
+		if !m.del {
+			if err := keyed.DecodeChild(v, &r.cr); err != nil {
+				return err
+			}
+			r.f.Row, r.f.Version = r.cr.Row, r.cr.Version
+		}
 		m.sub++
 		used++
 		if budget >= 0 {
@@ -725,15 +740,13 @@ func (r *Router) runReplica(t keyed.State, rk []byte, op *Op, budget int, emit k
 		}
 		return fanOutTask(taskReplica, rk[len(rk)-2:], fo), used, nil
 	case OpCopy:
-		switch {
-		case in.Side == row.Parent && op.Record == nil:
+		switch in.Kind {
+		case keyed.ParentDelete:
 			return nil, 0, st.DeleteParent(in.JoinKey)
-		case in.Side == row.Parent:
-			return nil, 0, st.PutParent(in.JoinKey, op.Record)
-		case op.Record == nil:
+		case keyed.ChildDelete:
 			return nil, 0, st.DeleteChild(in.JoinKey, in.ChildKey)
 		}
-		return nil, 0, st.PutChild(in.JoinKey, in.ChildKey, op.Record)
+		return nil, 0, r.rjoin.Apply(st, in, op.Version, discard)
 	case OpRelease:
 		// Everything forwarded before the release is done (ops of a
 		// replica run in order); the confirmation commits after this
