@@ -15,10 +15,11 @@
 // with the same versions.
 //
 // Fair fan-out (skew.chunk_rows): a parent's fan-out emits at most
-// chunk_rows rows at once; the rest is done chunk_rows rows after each
-// later record, and the key's later inputs wait for it (in the state, with
-// the versions they were given), so a rename of a parent with millions of
-// children does not stall every other key. Checkpoint commits such work in
+// chunk_rows rows at once; the rest is done in chunks between later
+// records, taking about as much time as the records do (skew.Pacer), and
+// the key's later inputs wait for it (in the state, with the versions they
+// were given), so a rename of a parent with millions of children does not
+// stall every other key. Checkpoint commits such work in
 // progress; Commit finishes it first. Salting (spreading a hot parent over
 // several partitions) is the Kafka runtime's: the engine has one state and
 // one goroutine, so there is nothing to spread over.
@@ -390,6 +391,7 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	r := &d.Record
 	emit := e.buf.Emitter(ctx)
 	e.keyer.Partition = r.Partition
+	start := time.Now()
 	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
 		v := e.clock.At(e.inputs)
 		e.inputs++
@@ -399,10 +401,10 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	if errors.As(err, &ke) {
 		return &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
 	}
-	if err != nil {
+	if err != nil || !e.fair.Busy() {
 		return err
 	}
-	return e.fair.Step(e.txn, emit)
+	return e.fair.Pace(e.txn, time.Since(start), emit)
 }
 
 // Commit finishes the fan-outs in progress, flushes every emitted change to

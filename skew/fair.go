@@ -1,6 +1,8 @@
 package skew
 
 import (
+	"time"
+
 	"github.com/cdcjoin/cdcjoin/keyed"
 )
 
@@ -18,13 +20,15 @@ import (
 type Fair struct {
 	Join  *keyed.Join
 	Chunk int // rows per step; <= 0: no chunking (every input at once)
+	// Pacer shares the time between inputs and fan-outs (Pace).
+	Pacer Pacer
 	sched *Scheduler
 	op    Op
 }
 
 // NewFair returns a fair applier over join with the given chunk size.
 func NewFair(join *keyed.Join, chunk int) *Fair {
-	f := &Fair{Join: join, Chunk: chunk}
+	f := &Fair{Join: join, Chunk: chunk, Pacer: Pacer{Now: time.Now}}
 	f.sched = NewScheduler(&JoinExecutor{Join: join})
 	return f
 }
@@ -65,6 +69,16 @@ func (f *Fair) Step(t keyed.State, emit keyed.Emit) error {
 	}
 	_, err := f.sched.Step(t, f.Chunk, emit)
 	return err
+}
+
+// Pace steps the fan-outs in progress for about as long as spent (the time
+// the caller just spent applying inputs); see Pacer.
+func (f *Fair) Pace(t keyed.State, spent time.Duration, emit keyed.Emit) error {
+	if f.Chunk <= 0 || f.sched.Busy() == 0 {
+		return nil
+	}
+	f.Pacer.Earn(spent)
+	return f.Pacer.Spend(0, func() bool { return f.sched.Busy() > 0 }, func() error { return f.Step(t, emit) })
 }
 
 // Drain finishes every fan-out in progress (and the inputs waiting for

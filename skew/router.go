@@ -348,13 +348,13 @@ func (r *Router) Forwarded(t keyed.State, f *Forward, emit keyed.Emit) error {
 	return err
 }
 
-// Step advances the work in progress by one chunk.
-func (r *Router) Step(t keyed.State, emit keyed.Emit) error {
+// Step advances the work in progress by one chunk and returns the rows
+// (or forwards) it took.
+func (r *Router) Step(t keyed.State, emit keyed.Emit) (int, error) {
 	if r.sched.Busy() == 0 {
-		return nil
+		return 0, nil
 	}
-	_, err := r.sched.Step(t, r.stepBudget(), emit)
-	return err
+	return r.sched.Step(t, r.stepBudget(), emit)
 }
 
 // Drain finishes all work in progress.

@@ -132,13 +132,13 @@ func (s *sim) batch(p *simPart, n int) {
 			if err := p.r.Drain(p.st, emit); err != nil {
 				s.t.Fatal(err)
 			}
-		} else if err := p.r.Step(p.st, emit); err != nil {
+		} else if _, err := p.r.Step(p.st, emit); err != nil {
 			s.t.Fatal(err)
 		}
 	}
 	if p.pos >= p.emitFrom {
 		for k := s.rng.IntN(3); k > 0; k-- {
-			if err := p.r.Step(p.st, emit); err != nil {
+			if _, err := p.r.Step(p.st, emit); err != nil {
 				s.t.Fatal(err)
 			}
 		}
