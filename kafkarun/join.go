@@ -21,6 +21,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/skew"
 	"github.com/cdcjoin/cdcjoin/version"
 )
 
@@ -45,6 +46,10 @@ type joinStage struct {
 	newSink func(partition int32) (sink.Sink, error)
 	cl      *kgo.Client
 	fatal   chan error // first worker error (cap 1)
+	base    []kgo.Opt  // client options (the workers' forwarders)
+
+	keyedParts int32         // the keyed topic's partition count
+	sm         *metrics.Skew // hot keys
 
 	mu        sync.Mutex
 	workers   map[int32]*worker
@@ -54,7 +59,7 @@ type joinStage struct {
 func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink func(int32) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
 	j := &joinStage{
 		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(),
-		newSink: newSink, fatal: make(chan error, 1),
+		newSink: newSink, fatal: make(chan error, 1), base: base,
 		workers: map[int32]*worker{}, committed: map[int32]int64{},
 	}
 	kc := &cfg.Kafka
@@ -139,14 +144,30 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		return nil, fmt.Errorf("cdcjoin: join: sink for partition %d: %w", p, err)
 	}
 	w := &worker{
-		j: j, p: p, store: st, sink: sk, buf: sink.NewBuffer(sk, writeChunk), join: keyed.NewJoin(j.spec),
-		emitFrom: committed, clock: clock,
+		j: j, p: p, store: st, sink: sk, buf: sink.NewBuffer(sk, writeChunk),
+		emitFrom: committed, clock: clock, pacer: skew.Pacer{Now: time.Now},
 		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	t := st.Begin()
+	err = w.newRouter(t, !has)
+	if err == nil {
+		err = t.Commit()
+	} else {
+		t.Abort()
+	}
+	if err != nil {
+		sk.Close()
+		st.Close()
+		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
 	}
 	if !has {
 		pos = -1
 	}
 	w.pos.Store(pos)
+	w.quiet.Store(-1)
+	if !w.router.Busy() {
+		w.quiet.Store(pos)
+	}
 	j.mu.Lock()
 	j.workers[p] = w
 	j.committed[p] = committed
@@ -226,6 +247,7 @@ func (j *joinStage) remove(p int32) {
 	if w == nil {
 		return
 	}
+	w.fwd.close()
 	if err := w.sink.Close(); err != nil {
 		j.log.Warn("closing sink", "partition", p, "err", err)
 	}
@@ -249,7 +271,9 @@ func (j *joinStage) commit(ctx context.Context, parts []int32) {
 		if w == nil {
 			continue
 		}
-		if pos := w.pos.Load(); pos > j.committed[p] {
+		// Only positions without work in progress: a future owner
+		// rebuilding up to it owes the sink nothing there.
+		if pos := w.quiet.Load(); pos > j.committed[p] {
 			offs[p] = kgo.EpochOffset{Epoch: -1, Offset: pos}
 		}
 	}
@@ -448,19 +472,25 @@ type worker struct {
 	store    *joinstate.Store
 	sink     sink.Sink
 	buf      *sink.Buffer
-	join     *keyed.Join
+	router   *skew.Router // the join, fair fan-out, hot keys
+	fwd      *forwarder   // the router's records
+	pacer    skew.Pacer
 	emitFrom int64 // records below this offset were emitted by an earlier owner
 	clock    version.Clock
 
-	pos  atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
-	in   chan []*kgo.Record
-	stop chan struct{}
-	done chan struct{}
+	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
+	quiet atomic.Int64 // the last durable position without work in progress (-1: none)
+	hot   atomic.Pointer[hotSnapshot]
+	in    chan []*kgo.Record
+	stop  chan struct{}
+	done  chan struct{}
 
 	fan      int
 	upserts  int
 	retracts int
 	input    keyed.Input
+	fw       skew.Forward
+	stats    skew.RouterStats // the router's, as of the last commit (metrics deltas)
 }
 
 func (w *worker) stopAndWait() {
@@ -476,34 +506,102 @@ func (w *worker) run() {
 			return
 		default:
 		}
-		select {
-		case <-w.stop:
-			return
-		case recs := <-w.in:
-			if err := w.process(recs); err != nil {
-				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+		var err error
+		if w.router.Busy() {
+			// Work in progress: input first, else a step of it.
+			select {
+			case <-w.stop:
 				return
+			case recs := <-w.in:
+				err = w.process(recs)
+			default:
+				err = w.idle()
 			}
+		} else {
+			select {
+			case <-w.stop:
+				return
+			case recs := <-w.in:
+				err = w.process(recs)
+			}
+		}
+		if err != nil {
+			w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+			w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+			return
 		}
 	}
 }
 
 const writeChunk = 1024
 
-// process applies one batch in one state transaction, writes the changes to
-// the sink (in chunks, so a fan-out of millions streams), flushes it, and
-// only then commits the state with the new position and version clock. On
-// error nothing of the batch is committed.
+// process applies one batch in one state transaction (with steps of the
+// work in progress, paced), writes the changes to the sink (in chunks, so a
+// fan-out of millions streams), flushes it, commits the router's records
+// to Kafka and only then commits the state with the new position and
+// version clock. On error nothing of the batch is committed.
 func (w *worker) process(recs []*kgo.Record) error {
 	ctx := context.Background()
 	pos := w.pos.Load()
 	t := w.store.Begin()
 	defer t.Abort()
+	defer w.fwd.abort()
 	clock := w.clock // committed with the batch, or dropped with it
 	defer w.buf.Discard()
+	emit := w.emitter(ctx)
+	rebuilt := 0
+	start := time.Now()
+	for _, r := range recs {
+		if r.Offset < pos {
+			continue // already applied (redelivered after a rewind)
+		}
+		quiet := r.Offset < w.emitFrom
+		e := emit
+		if quiet {
+			e = discard
+			rebuilt++
+		}
+		if w.router.Quiet = quiet; quiet && w.router.Busy() {
+			// Work left by this store's earlier run, which the
+			// previous owner has emitted: finish it silently.
+			if err := w.router.Drain(t, discard); err != nil {
+				return err
+			}
+		}
+		w.fan = 0
+		if err := w.apply(t, r, &clock, e); err != nil {
+			return err
+		}
+		if !quiet {
+			w.j.m.FanOut.Observe(float64(w.fan))
+		}
+	}
+	w.router.Quiet = false
+	last := recs[len(recs)-1].Offset
+	if last < pos {
+		return nil
+	}
+	if last+1 >= w.emitFrom {
+		w.pacer.Earn(time.Since(start))
+		if err := w.step(t, 0, emit); err != nil {
+			return err
+		}
+	}
+	if err := w.finish(ctx, t, clock, last+1); err != nil {
+		return err
+	}
+	if rebuilt > 0 {
+		w.j.m.StateRebuilt.Add(float64(rebuilt))
+	}
+	return nil
+}
+
+// emitter returns the batch's emit function (into the sink buffer,
+// counting).
+func (w *worker) emitter(ctx context.Context) keyed.Emit {
 	bufEmit := w.buf.Emitter(ctx)
-	emit := func(c *row.Change) error {
+	w.upserts, w.retracts = 0, 0
+	return func(c *row.Change) error {
 		w.fan++
 		if c.Op == row.Upsert {
 			w.upserts++
@@ -512,37 +610,12 @@ func (w *worker) process(recs []*kgo.Record) error {
 		}
 		return bufEmit(c)
 	}
-	w.upserts, w.retracts = 0, 0
-	rebuilt := 0
-	for _, r := range recs {
-		if r.Offset < pos {
-			continue // already applied (redelivered after a rewind)
-		}
-		if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
-			return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-		}
-		if w.input.Kind == keyed.EpochMarker {
-			clock.Raise(r.Offset, w.input.Epoch)
-			continue
-		}
-		w.fan = 0
-		e := emit
-		if r.Offset < w.emitFrom {
-			e = discard
-			rebuilt++
-		}
-		if err := w.join.Apply(t, &w.input, clock.At(r.Offset), e); err != nil {
-			return err
-		}
-		if r.Offset >= w.emitFrom {
-			w.j.m.FanOut.Observe(float64(w.fan))
-		}
-	}
-	last := recs[len(recs)-1].Offset
-	if last < pos {
-		return nil
-	}
-	if err := t.SetPosition(w.j.topic, w.p, last+1); err != nil {
+}
+
+// finish ends a batch: position next and clock into the state, the sink
+// flushed, the router's records committed to Kafka, the state committed.
+func (w *worker) finish(ctx context.Context, t *joinstate.Txn, clock version.Clock, next int64) error {
+	if err := t.SetPosition(w.j.topic, w.p, next); err != nil {
 		return err
 	}
 	cb, _ := clock.MarshalBinary()
@@ -561,14 +634,23 @@ func (w *worker) process(recs []*kgo.Record) error {
 		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
 		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
 	}
+	if _, err := w.fwd.commit(ctx); err != nil {
+		w.j.m.Errors.WithLabelValues("join", "forward").Inc()
+		return err
+	}
 	if err := t.Commit(); err != nil {
 		return err
 	}
 	w.clock = clock
-	w.pos.Store(last + 1)
-	if rebuilt > 0 {
-		w.j.m.StateRebuilt.Add(float64(rebuilt))
+	w.pos.Store(next)
+	if !w.router.Busy() {
+		w.quiet.Store(next)
 	}
+	st := w.router.Stats
+	w.j.sm.Forwarded.Add(float64(st.Forwards + st.Proposals - w.stats.Forwards - w.stats.Proposals))
+	w.j.sm.Duplicates.Add(float64(st.Duplicate - w.stats.Duplicate))
+	w.stats = st
+	w.publishHot()
 	return nil
 }
 

@@ -147,6 +147,7 @@ type Router struct {
 
 	noWait   bool               // tests: end coolings at once (broken on purpose)
 	hot      map[string]*layout // salted own keys
+	exact    bool               // counts kept since the state was new (else: counted on first use)
 	proposed map[string]OpKind  // layout records sent and not read back yet
 	rs       replicaState
 	op       Op
@@ -167,6 +168,7 @@ const (
 
 // Aux keys of the router (besides the Scheduler's and the replicas').
 const (
+	auxExact  = 'N' // present: every count was kept since the state was new
 	auxCount  = 'n' // joinKey → uvarint child count (own keys)
 	auxLayout = 'h' // joinKey → layout (salted own keys)
 	auxSeen   = 'w' // joinKey salt → origin(8) sub(4): last forward applied to a replica
@@ -193,31 +195,38 @@ func NewRouter(spec *keyed.Spec, cfg RouterConfig, fwd Forwarder) *Router {
 	return r
 }
 
+// MarkFresh records that t is a new state: child counts kept from now on
+// are exact from the start. Call it before Load on a state nothing was
+// applied to; on a state written without counts (an earlier cdcjoin) a
+// key's count is taken by scanning its children the first time it is
+// needed.
+func (r *Router) MarkFresh(t keyed.State) error { return t.PutAux([]byte{auxExact}, []byte{1}) }
+
 // Load reads the salted keys (with their child counts) and the work in
 // progress committed in t.
 func (r *Router) Load(t keyed.State) error {
 	r.hot = map[string]*layout{}
+	_, exact, err := t.Aux([]byte{auxExact})
+	if err != nil {
+		return err
+	}
+	r.exact = exact
 	if err := r.sched.Load(t); err != nil {
 		return err
 	}
-	var keys [][]byte
-	err := t.AuxScan([]byte{auxLayout}, nil, func(k, v []byte) error {
+	return t.AuxScan([]byte{auxLayout}, nil, func(k, v []byte) error {
 		l := &layout{}
 		if err := l.decode(v); err != nil {
 			return err
 		}
 		l.JoinKey = append([]byte(nil), k[1:]...)
 		r.hot[string(l.JoinKey)] = l
-		keys = append(keys, l.JoinKey)
-		return nil
-	})
-	for _, jk := range keys {
-		if err != nil {
-			break
+		c, ok, err := t.Aux(append([]byte{auxCount}, l.JoinKey...))
+		if n, m := binary.Uvarint(c); ok && err == nil && m > 0 {
+			l.Children = int64(n)
 		}
-		r.hot[string(jk)].Children, err = r.count(t, jk)
-	}
-	return err
+		return err
+	})
 }
 
 // Join returns the join of the partition's own keys (its Stats count the
@@ -566,8 +575,18 @@ func (r *Router) saveLayout(t keyed.State, h *layout) error {
 
 func (r *Router) count(t keyed.State, jk []byte) (int64, error) {
 	v, ok, err := t.Aux(append([]byte{auxCount}, jk...))
-	if !ok || err != nil {
+	if err != nil {
 		return 0, err
+	}
+	if !ok {
+		if r.exact {
+			return 0, nil
+		}
+		var n int64
+		if err := t.Children(jk, func(_, _ []byte) error { n++; return nil }); err != nil {
+			return 0, err
+		}
+		return n, r.setCount(t, jk, n)
 	}
 	n, m := binary.Uvarint(v)
 	if m <= 0 {
@@ -578,7 +597,7 @@ func (r *Router) count(t keyed.State, jk []byte) (int64, error) {
 
 func (r *Router) setCount(t keyed.State, jk []byte, n int64) error {
 	k := append([]byte{auxCount}, jk...)
-	if n <= 0 {
+	if n <= 0 && r.exact {
 		return t.DeleteAux(k)
 	}
 	return t.PutAux(k, binary.AppendUvarint(nil, uint64(n)))
@@ -814,6 +833,12 @@ func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version 
 	err := t.AuxScan([]byte{auxCount}, nil, func(k, _ []byte) error { return t.DeleteAux(k) })
 	if err != nil {
 		return err
+	}
+	if !r.exact { // no children left: every count is known (0) from here on
+		if err := r.MarkFresh(t); err != nil {
+			return err
+		}
+		r.exact = true
 	}
 	for _, k := range keys {
 		h := r.hot[k]
