@@ -474,9 +474,6 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit key
 		}
 	}
 	used := int(r.rows(r.join) - before)
-	if r.cfg.Hot <= 0 {
-		return task, used, nil
-	}
 	n, err := r.count(t, jk)
 	if err != nil {
 		return nil, used, err
@@ -488,20 +485,20 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit key
 		}
 	}
 	if h == nil {
-		if n >= r.cfg.Hot {
+		if r.cfg.Hot > 0 && n >= r.cfg.Hot {
 			return task, used, r.propose(jk, OpSalt)
 		}
 		return task, used, nil
 	}
 	h.Children = n
-	if h.Cooling && n > r.cfg.Cool {
+	if h.Cooling && n > r.cfg.Cool && r.cfg.Hot > 0 {
 		h.Cooling, h.acks = false, nil // grew again: stay salted
 	}
 	if err := r.saveLayout(t, h); err != nil {
 		return nil, used, err
 	}
-	if !h.Cooling && n <= r.cfg.Cool {
-		return task, used, r.propose(jk, OpCool)
+	if !h.Cooling && (n <= r.cfg.Cool || r.cfg.Hot <= 0) {
+		return task, used, r.propose(jk, OpCool) // salting was turned off: cool
 	}
 	return task, used, nil
 }
@@ -660,6 +657,15 @@ func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int
 	r.Stats.Salted++
 	if r.OnLayout != nil && !r.Quiet {
 		r.OnLayout(jk, true, n, h.Salts)
+	}
+	if n <= r.cfg.Cool || r.cfg.Hot <= 0 {
+		// The proposal is stale (the key lost children while its layout
+		// record was on its way, behind the partition's backlog): it is
+		// applied all the same (the change must be where the record is,
+		// for a rebuild to repeat it) and undone.
+		if err := r.propose(jk, OpCool); err != nil {
+			return nil, 0, err
+		}
 	}
 	return r.startMove(t, jk, &move{salts: h.Salts, origin: op.Origin}, budget)
 }
@@ -827,7 +833,7 @@ func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version 
 	if err := r.join.Apply(t, in, version, emit); err != nil {
 		return err
 	}
-	if in.Side != row.Child || r.cfg.Hot <= 0 {
+	if in.Side != row.Child {
 		return nil
 	}
 	err := t.AuxScan([]byte{auxCount}, nil, func(k, _ []byte) error { return t.DeleteAux(k) })
