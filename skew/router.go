@@ -509,6 +509,10 @@ func (r *Router) forwardInput(jk []byte, op *Op, salts int) error {
 	in := &op.In
 	r.f = Forward{Mode: OpApply, Side: in.Side, JoinKey: jk, ChildKey: in.ChildKey, Row: in.Row, Version: op.Version,
 		Origin: op.Origin, Delete: in.Kind == keyed.ParentDelete || in.Kind == keyed.ChildDelete}
+	if in.Kind == keyed.ParentLoad || in.Kind == keyed.ChildLoad {
+		// A row handed over with its versions: the replica loads it too.
+		r.f.Mode, r.f.Version, r.f.PadVersion = OpCopy, in.Version, in.PadVersion
+	}
 	if in.Side == row.Child {
 		r.f.Salt = SaltOf(in.ChildKey, salts)
 		return r.forward(&r.f)
