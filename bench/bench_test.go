@@ -330,20 +330,23 @@ func TestFences(t *testing.T) {
 		}
 	}
 	f := newFences(k, k)
+	var flushed []fenceSeen
 	for i := 0; i < k*k; i++ {
 		c := row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(fenceChild0 + int64(i))},
 			Values: []row.Value{row.Int(1), {Kind: row.KindString, Str: "F2"}, {}, {}, {Kind: row.KindString, Str: "fence-3"}}}
-		if !f.seen(&c) {
+		fs, fence, ok := f.seen(&c)
+		if !fence || !ok {
 			t.Fatal("fence row not recognised")
 		}
+		flushed = append(flushed, fs)
 		if f.reached(1) {
 			t.Fatal("reached before the flush acknowledged the fences")
 		}
 	}
-	if probe := (row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(probeChild0)}}); f.seen(&probe) {
+	if probe := (row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(probeChild0)}}); func() bool { _, fence, _ := f.seen(&probe); return fence }() {
 		t.Error("a probe row taken for a fence")
 	}
-	f.acked()
+	f.acked(flushed)
 	if !f.reached(2) || f.reached(3) {
 		t.Errorf("reached(2)=%v reached(3)=%v, want true, false", f.reached(2), f.reached(3))
 	}

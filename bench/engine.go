@@ -42,6 +42,11 @@ type driver interface {
 	phase(ctx context.Context, idx int, name string, req phaseReq, rate float64) (Phase, error)
 	// snapshotState flushes and measures the state after the snapshot.
 	measureState(pt *Point, final bool) error
+	// stormVariants are the hot-key variants of --storm-compare, and
+	// configure switches to one (returning how long salting the hot
+	// parent took, if it did).
+	stormVariants() []stormVariant
+	configure(ctx context.Context, v stormVariant) (float64, error)
 	close() error
 }
 

@@ -58,6 +58,9 @@ type Workload struct {
 	// for unchanged text columns of 10% of updates): for peers that would
 	// store the placeholder as the value (see RunPeers).
 	NoToast bool
+	// StormRate paces the storm phases at this many records/s (0: flat
+	// out). Paced, the storm's latency is the pipeline's, not the queue's.
+	StormRate float64
 }
 
 // Options configure a benchmark run.
@@ -98,6 +101,12 @@ type Options struct {
 	ProgressEvery time.Duration
 	// MachineNote describes the machine in the report (cores, load, …).
 	MachineNote string
+	// StormCompare runs the storm phase once per hot-key variant, side by
+	// side (hotkeys.go).
+	StormCompare bool
+	// Instances is the number of kafkarun instances of the Kafka pipeline
+	// (default 1), in this process, each with its own state and sink.
+	Instances int
 }
 
 // withDefaults fills zero fields.
@@ -175,8 +184,11 @@ func (o Options) validate() error {
 	if w.UserPads > 1000 || w.DomainPads > 1000 || w.UserPads < 0 || w.DomainPads < 0 {
 		errs = append(errs, "pads must be in 0..1000")
 	}
-	if w.Rate < 0 {
-		errs = append(errs, "rate must be >= 0")
+	if w.Rate < 0 || w.StormRate < 0 {
+		errs = append(errs, "rate and storm rate must be >= 0")
+	}
+	if o.Instances < 0 || (o.Instances > 1 && o.Pipeline != PipelineKafka) {
+		errs = append(errs, "--instances needs --pipeline kafka")
 	}
 	switch o.Pipeline {
 	case PipelineEngine:

@@ -99,6 +99,7 @@ func newReport(o Options) *Report {
 	r.Machine.Note = o.MachineNote
 	if o.Pipeline == PipelineKafka {
 		r.Settings.Producers = o.Producers
+		r.Settings.Instances = max(o.Instances, 1)
 		r.Settings.Brokers = strings.Join(o.Brokers, ",")
 		if r.Settings.Brokers == "" {
 			r.Settings.Brokers = "kfake (in-process)"
@@ -197,8 +198,13 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 		}
 		add(&ph)
 	}
-	if o.Workload.StormRenames > 0 {
-		ph, err = d.phase(ctx, 3, "storm", phaseReq{kind: phaseStorm}, 0)
+	switch {
+	case o.Workload.StormRenames > 0 && o.StormCompare:
+		if err := runStorms(ctx, o, d, pt, 3, add); err != nil {
+			return err
+		}
+	case o.Workload.StormRenames > 0:
+		ph, err = d.phase(ctx, 3, "storm", phaseReq{kind: phaseStorm}, o.Workload.StormRate)
 		if err != nil {
 			return err
 		}

@@ -169,25 +169,42 @@ type probeSink struct {
 	p       *probes
 	out     *atomic.Uint64
 	pending []int64
-	mu      sync.Mutex // guards pending (Kafka runtime: one sink per partition)
+	fenced  []fenceSeen
+	hotRows int64
+	mu      sync.Mutex // guards pending, fenced, hotRows (Kafka runtime: one sink per partition)
 	// fences, if set (Kafka pipeline), tracks the phase-completion fence
 	// rows (kafka.go).
 	fences *fences
+	// hot, if set, counts the hot parent's rows of a storm's last rename
+	// (hotkeys.go).
+	hot *hotWatch
 }
 
 func (s *probeSink) Write(ctx context.Context, cs []row.Change) error {
 	var found []int64
+	var fenced []fenceSeen
+	var hot int64
 	for i := range cs {
-		if s.fences != nil && s.fences.seen(&cs[i]) {
-			continue
+		if s.fences != nil {
+			if fs, fence, ok := s.fences.seen(&cs[i]); fence {
+				if ok {
+					fenced = append(fenced, fs)
+				}
+				continue
+			}
+		}
+		if s.hot != nil && s.hot.match(&cs[i]) {
+			hot++
 		}
 		if ck := cs[i].ChildKey; len(ck) == 1 && ck[0].Kind == row.KindInt && ck[0].Int >= probeChild0 && ck[0].Int < fenceParent0 && cs[i].Op == row.Upsert {
 			found = append(found, ck[0].Int)
 		}
 	}
-	if len(found) > 0 {
+	if len(found) > 0 || len(fenced) > 0 || hot > 0 {
 		s.mu.Lock()
 		s.pending = append(s.pending, found...)
+		s.fenced = append(s.fenced, fenced...)
+		s.hotRows += hot
 		s.mu.Unlock()
 	}
 	s.out.Add(uint64(len(cs)))
@@ -196,15 +213,18 @@ func (s *probeSink) Write(ctx context.Context, cs []row.Change) error {
 
 func (s *probeSink) Flush(ctx context.Context) error {
 	s.mu.Lock()
-	ids := s.pending
-	s.pending = nil
+	ids, fenced, hot := s.pending, s.fenced, s.hotRows
+	s.pending, s.fenced, s.hotRows = nil, nil, 0
 	s.mu.Unlock()
 	if err := s.inner.Flush(ctx); err != nil {
 		return err
 	}
 	s.p.acked(ids, time.Now())
 	if s.fences != nil {
-		s.fences.acked()
+		s.fences.acked(fenced)
+	}
+	if s.hot != nil {
+		s.hot.acked(hot)
 	}
 	return nil
 }

@@ -254,6 +254,11 @@ func (e *Engine) loadClock() error {
 	return nil
 }
 
+// SetChunkRows changes skew.chunk_rows from the next record on (-1: every
+// fan-out at once); fan-outs in progress continue in chunks. The bench
+// compares both on one state.
+func (e *Engine) SetChunkRows(n int) { e.fair.Chunk = n }
+
 // OutputTypes returns the select list's column types, in select order, as
 // declared by the most recent records with a schema (zero entries where no
 // such record was seen yet). Sinks that create tables use it.

@@ -48,7 +48,7 @@ func (f *Fair) Busy() bool { return f.sched.Busy() > 0 }
 
 // Apply applies in with version now or after its key's fan-out in progress.
 func (f *Fair) Apply(t keyed.State, in *keyed.Input, version uint64, emit keyed.Emit) error {
-	if f.Chunk <= 0 {
+	if f.Chunk <= 0 && f.sched.Busy() == 0 {
 		return f.Join.Apply(t, in, version, emit)
 	}
 	if in.Kind == keyed.Truncate {
@@ -58,23 +58,30 @@ func (f *Fair) Apply(t keyed.State, in *keyed.Input, version uint64, emit keyed.
 		return f.Join.Apply(t, in, version, emit)
 	}
 	f.op = Op{Kind: OpApply, In: *in, Version: version}
-	_, err := f.sched.Submit(t, in.JoinKey, &f.op, f.Chunk, emit)
+	_, err := f.sched.Submit(t, in.JoinKey, &f.op, f.budget(), emit)
 	return err
+}
+
+func (f *Fair) budget() int {
+	if f.Chunk <= 0 {
+		return -1
+	}
+	return f.Chunk
 }
 
 // Step advances the fan-outs in progress by up to Chunk rows.
 func (f *Fair) Step(t keyed.State, emit keyed.Emit) error {
-	if f.Chunk <= 0 || f.sched.Busy() == 0 {
+	if f.sched.Busy() == 0 {
 		return nil
 	}
-	_, err := f.sched.Step(t, f.Chunk, emit)
+	_, err := f.sched.Step(t, f.budget(), emit)
 	return err
 }
 
 // Pace steps the fan-outs in progress for about as long as spent (the time
 // the caller just spent applying inputs); see Pacer.
 func (f *Fair) Pace(t keyed.State, spent time.Duration, emit keyed.Emit) error {
-	if f.Chunk <= 0 || f.sched.Busy() == 0 {
+	if f.sched.Busy() == 0 {
 		return nil
 	}
 	f.Pacer.Earn(spent)
