@@ -69,7 +69,7 @@ func (h *hotWatch) acked(n int64) { h.rows.Add(n) }
 
 // runStorms runs the storm phase once per variant of d (phase indexes from
 // idx on).
-func runStorms(ctx context.Context, o Options, d driver, pt *Point, idx int, add func(*Phase)) error {
+func runStorms(ctx context.Context, d driver, pt *Point, idx int, rate float64, add func(*Phase)) error {
 	for i, v := range d.stormVariants() {
 		move, err := d.configure(ctx, v)
 		if err != nil {
@@ -79,7 +79,7 @@ func runStorms(ctx context.Context, o Options, d driver, pt *Point, idx int, add
 			pt.SaltingMoveSeconds = move
 		}
 		pt.StormVariants = append(pt.StormVariants, v)
-		ph, err := d.phase(ctx, idx+i, v.Name, phaseReq{kind: phaseStorm}, o.Workload.StormRate)
+		ph, err := d.phase(ctx, idx+i, v.Name, phaseReq{kind: phaseStorm}, rate)
 		if err != nil {
 			return err
 		}
@@ -119,6 +119,16 @@ func (d *kafkaDriver) configure(ctx context.Context, v stormVariant) (float64, e
 		return 0, err
 	}
 	if err := d.start(&cfg); err != nil {
+		return 0, err
+	}
+	// Wait until the restarted instances joined their groups and joined a
+	// round of fence rows, so that the phase does not measure the
+	// rebalance.
+	d.round++
+	if err := d.produceFences(ctx, d.round); err != nil {
+		return 0, err
+	}
+	if err := d.waitFences(ctx, d.round); err != nil {
 		return 0, err
 	}
 	if hot == 0 || d.p.hot < int64(hot) {

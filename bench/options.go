@@ -59,7 +59,8 @@ type Workload struct {
 	// store the placeholder as the value (see RunPeers).
 	NoToast bool
 	// StormRate paces the storm phases at this many records/s (0: flat
-	// out). Paced, the storm's latency is the pipeline's, not the queue's.
+	// out; < 0: the cdc_rate phase's rate). Paced, the storm's latency is
+	// the pipeline's, not the queue's.
 	StormRate float64
 }
 
@@ -184,8 +185,8 @@ func (o Options) validate() error {
 	if w.UserPads > 1000 || w.DomainPads > 1000 || w.UserPads < 0 || w.DomainPads < 0 {
 		errs = append(errs, "pads must be in 0..1000")
 	}
-	if w.Rate < 0 || w.StormRate < 0 {
-		errs = append(errs, "rate and storm rate must be >= 0")
+	if w.Rate < 0 {
+		errs = append(errs, "rate must be >= 0")
 	}
 	if o.Instances < 0 || (o.Instances > 1 && o.Pipeline != PipelineKafka) {
 		errs = append(errs, "--instances needs --pipeline kafka")

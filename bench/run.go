@@ -198,13 +198,17 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 		}
 		add(&ph)
 	}
+	stormRate := o.Workload.StormRate
+	if stormRate < 0 {
+		stormRate = rate // the cdc_rate phase's
+	}
 	switch {
 	case o.Workload.StormRenames > 0 && o.StormCompare:
-		if err := runStorms(ctx, o, d, pt, 3, add); err != nil {
+		if err := runStorms(ctx, d, pt, 3, stormRate, add); err != nil {
 			return err
 		}
 	case o.Workload.StormRenames > 0:
-		ph, err = d.phase(ctx, 3, "storm", phaseReq{kind: phaseStorm}, o.Workload.StormRate)
+		ph, err = d.phase(ctx, 3, "storm", phaseReq{kind: phaseStorm}, stormRate)
 		if err != nil {
 			return err
 		}
