@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -69,23 +70,68 @@ func (h *hotWatch) acked(n int64) { h.rows.Add(n) }
 
 // runStorms runs the storm phase once per variant of d (phase indexes from
 // idx on).
-func runStorms(ctx context.Context, d driver, pt *Point, idx int, rate float64, add func(*Phase)) error {
-	for i, v := range d.stormVariants() {
-		move, err := d.configure(ctx, v)
-		if err != nil {
-			return err
+// With rounds > 1 the variants alternate, round after round (phase names
+// get "#2", "#3", …), so that a shared machine's load changes hit them
+// alike; the report shows each variant's median.
+func runStorms(ctx context.Context, d driver, pt *Point, idx int, rate float64, rounds int, add func(*Phase)) error {
+	vs := d.stormVariants()
+	pt.StormVariants = vs
+	for r := 1; r <= max(rounds, 1); r++ {
+		for i, v := range vs {
+			move, err := d.configure(ctx, v)
+			if err != nil {
+				return err
+			}
+			if move > 0 {
+				pt.SaltingMoveSeconds = append(pt.SaltingMoveSeconds, move)
+			}
+			ph, err := d.phase(ctx, idx+(r-1)*len(vs)+i, stormPhaseName(v, r), phaseReq{kind: phaseStorm}, rate)
+			if err != nil {
+				return err
+			}
+			add(&ph)
 		}
-		if move > 0 {
-			pt.SaltingMoveSeconds = move
-		}
-		pt.StormVariants = append(pt.StormVariants, v)
-		ph, err := d.phase(ctx, idx+i, v.Name, phaseReq{kind: phaseStorm}, rate)
-		if err != nil {
-			return err
-		}
-		add(&ph)
 	}
 	return nil
+}
+
+func stormPhaseName(v stormVariant, round int) string {
+	if round == 1 {
+		return v.Name
+	}
+	return fmt.Sprintf("%s#%d", v.Name, round)
+}
+
+// stormRuns returns v's phases of every round.
+func (pt *Point) stormRuns(v stormVariant) []*Phase {
+	var out []*Phase
+	for i := range pt.Phases {
+		if n := pt.Phases[i].Name; n == v.Name || strings.HasPrefix(n, v.Name+"#") {
+			out = append(out, &pt.Phases[i])
+		}
+	}
+	return out
+}
+
+// median returns the median of f over phases (the lower middle one for an
+// even count).
+func median(phs []*Phase, f func(*Phase) float64) float64 {
+	if len(phs) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(phs))
+	for i, ph := range phs {
+		xs[i] = f(ph)
+	}
+	slices.Sort(xs)
+	return xs[(len(xs)-1)/2]
+}
+
+func fanOutRate(ph *Phase) float64 {
+	if ph.WallSeconds <= 0 {
+		return 0
+	}
+	return float64(ph.OutputRows) / ph.WallSeconds
 }
 
 func (d *engineDriver) stormVariants() []stormVariant {
@@ -131,14 +177,17 @@ func (d *kafkaDriver) configure(ctx context.Context, v stormVariant) (float64, e
 	if err := d.waitFences(ctx, d.round); err != nil {
 		return 0, err
 	}
-	if hot == 0 || d.p.hot < int64(hot) {
+	salt := hot > 0 && d.p.hot >= int64(hot)
+	if !salt && d.metricSum("cdcjoin_skew_hot_keys") == 0 {
 		return 0, nil
 	}
+	// Salt the hot parent (or cool it back, salting being off now): its
+	// layout changes at its next change. Wait until that is done.
 	t0 := time.Now()
-	key, val := d.syn.domain('u', hotChildID0, hotUserID, "salt-"+hotChildName(0), t0.UnixMilli())
+	key, val := d.syn.domain('u', hotChildID0, hotUserID, fmt.Sprintf("trigger-%d-%s", d.round, hotChildName(0)), t0.UnixMilli())
 	rec := &kgo.Record{Topic: d.childTopic, Partition: 0, Key: clone(key), Value: clone(val), Timestamp: t0}
 	if err := d.prods[0].cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return 0, fmt.Errorf("cdcjoin: bench: produce the salting trigger: %w", err)
+		return 0, fmt.Errorf("cdcjoin: bench: produce the layout trigger: %w", err)
 	}
 	settled := 0
 	last := time.Now()
@@ -146,16 +195,16 @@ func (d *kafkaDriver) configure(ctx context.Context, v stormVariant) (float64, e
 		hotKeys, busy := d.metricSum("cdcjoin_skew_hot_keys"), d.metricSum("cdcjoin_skew_fanout_keys")+d.metricSum("cdcjoin_skew_waiting_inputs")
 		if time.Since(last) >= d.o.ProgressEvery {
 			last = time.Now()
-			d.o.progress(fmt.Sprintf("bench: salting the hot parent: %.0f hot keys, %.0f keys busy or inputs waiting", hotKeys, busy))
+			d.o.progress(fmt.Sprintf("bench: moving the hot parent: %.0f hot keys, %.0f keys busy or inputs waiting", hotKeys, busy))
 		}
-		if hotKeys >= 1 && busy == 0 {
+		if (hotKeys >= 1) == salt && busy == 0 {
 			settled++
 		} else {
 			settled = 0
 		}
 		return settled >= 40 // 200 ms without work in progress
 	})
-	if err != nil {
+	if err != nil || !salt {
 		return 0, err
 	}
 	return time.Since(t0).Seconds(), nil
@@ -177,6 +226,10 @@ func (r *Report) hotKeysMarkdown(b *strings.Builder, pt *Point) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("\n### Hot keys: the storm, side by side (%s rows, %d renames of a parent with %d children)\n\n", formatRows(pt.Rows), r.Workload.StormRenames, pt.HotChildren)
 	cdc, rate := pt.phase("cdc"), pt.phase("cdc_rate")
+	rounds := len(pt.stormRuns(pt.StormVariants[0]))
+	if rounds > 1 {
+		p("Medians of %d rounds; the variants alternated, round after round.\n\n", rounds)
+	}
 	p("| storm | how | wall s | output rows | fan-out rows/s | p50 ms | p99 ms | p99 ÷ cdc p99 | p99 ÷ cdc_rate p99 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	ratio := func(a float64, ref *Phase) string {
 		if ref == nil || ref.Latency.P99Ms <= 0 {
@@ -185,24 +238,23 @@ func (r *Report) hotKeysMarkdown(b *strings.Builder, pt *Point) {
 		return fmt.Sprintf("%.2f", a/ref.Latency.P99Ms)
 	}
 	for _, v := range pt.StormVariants {
-		ph := pt.phase(v.Name)
-		if ph == nil {
+		runs := pt.stormRuns(v)
+		if len(runs) == 0 {
 			continue
 		}
-		rps := 0.0
-		if ph.WallSeconds > 0 {
-			rps = float64(ph.OutputRows) / ph.WallSeconds
-		}
-		p("| `%s` | %s | %.1f | %d | %.0f | %.1f | %.1f | %s | %s |\n", v.Name, v.What, ph.WallSeconds, ph.OutputRows, rps,
-			ph.Latency.P50Ms, ph.Latency.P99Ms, ratio(ph.Latency.P99Ms, cdc), ratio(ph.Latency.P99Ms, rate))
+		p99 := median(runs, func(ph *Phase) float64 { return ph.Latency.P99Ms })
+		p("| `%s` | %s | %.1f | %.0f | %.0f | %.1f | %.1f | %s | %s |\n", v.Name, v.What,
+			median(runs, func(ph *Phase) float64 { return ph.WallSeconds }),
+			median(runs, func(ph *Phase) float64 { return float64(ph.OutputRows) }), median(runs, fanOutRate),
+			median(runs, func(ph *Phase) float64 { return ph.Latency.P50Ms }), p99, ratio(p99, cdc), ratio(p99, rate))
 	}
 	for _, ref := range []*Phase{cdc, rate} {
 		if ref != nil {
 			p("| (`%s`) | the other keys without a storm | %.1f | %d | | %.1f | %.1f | 1.00 | |\n", ref.Name, ref.WallSeconds, ref.OutputRows, ref.Latency.P50Ms, ref.Latency.P99Ms)
 		}
 	}
-	if pt.SaltingMoveSeconds > 0 {
-		p("\nSalting the hot parent (copying its %d children into its replicas, while running) took %.1f s before the salted storm.\n", pt.HotChildren, pt.SaltingMoveSeconds)
+	if len(pt.SaltingMoveSeconds) > 0 {
+		p("\nSalting the hot parent while running (copying its %d children into its sub-keys) took %s s before the salted storms.\n", pt.HotChildren, fmtSeconds(pt.SaltingMoveSeconds))
 	}
 	c := hotKeysChartName(pt)
 	p("\n![%s](%s)\n", c, c)
@@ -227,8 +279,20 @@ func (r *Report) hotKeysChart(pt *Point) string {
 	add(pt.phase("cdc"))
 	add(pt.phase("cdc_rate"))
 	for _, v := range pt.StormVariants {
-		add(pt.phase(v.Name))
+		if runs := pt.stormRuns(v); len(runs) > 0 {
+			groups = append(groups, v.Name)
+			p50.ys = append(p50.ys, median(runs, func(ph *Phase) float64 { return ph.Latency.P50Ms }))
+			p99.ys = append(p99.ys, median(runs, func(ph *Phase) float64 { return ph.Latency.P99Ms }))
+		}
 	}
 	return barChart(fmt.Sprintf("Other keys' latency during hot-parent storms (%s rows, %d children)", formatRows(pt.Rows), pt.HotChildren),
 		"milliseconds", groups, []series{p50, p99})
+}
+
+func fmtSeconds(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -103,8 +103,9 @@ type Options struct {
 	// MachineNote describes the machine in the report (cores, load, …).
 	MachineNote string
 	// StormCompare runs the storm phase once per hot-key variant, side by
-	// side (hotkeys.go).
+	// side (hotkeys.go), StormRounds times (default 1), alternating.
 	StormCompare bool
+	StormRounds  int
 	// Instances is the number of kafkarun instances of the Kafka pipeline
 	// (default 1), in this process, each with its own state and sink.
 	Instances int

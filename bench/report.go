@@ -78,7 +78,7 @@ type Point struct {
 	// (--storm-compare), by phase name; SaltingMoveSeconds is how long the
 	// hot parent's move to the salted layout took before the salted one.
 	StormVariants      []stormVariant `json:"storm_variants,omitempty"`
-	SaltingMoveSeconds float64        `json:"salting_move_seconds,omitempty"`
+	SaltingMoveSeconds []float64      `json:"salting_move_seconds,omitempty"`
 }
 
 // Phase is what one phase measured.

@@ -204,7 +204,7 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 	}
 	switch {
 	case o.Workload.StormRenames > 0 && o.StormCompare:
-		if err := runStorms(ctx, d, pt, 3, stormRate, add); err != nil {
+		if err := runStorms(ctx, d, pt, 3, stormRate, o.StormRounds, add); err != nil {
 			return err
 		}
 	case o.Workload.StormRenames > 0:

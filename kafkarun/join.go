@@ -507,7 +507,7 @@ func (w *worker) run() {
 		default:
 		}
 		var err error
-		if w.router.Busy() {
+		if w.router.Runnable() {
 			// Work in progress: input first, else a step of it.
 			select {
 			case <-w.stop:

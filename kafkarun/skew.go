@@ -223,7 +223,7 @@ func (w *worker) apply(t keyed.State, r *kgo.Record, clock *version.Clock, emit 
 // step advances the work in progress for the time the pacer allows
 // (quantum: at least that long, when no input waits).
 func (w *worker) step(t keyed.State, quantum time.Duration, emit keyed.Emit) error {
-	return w.pacer.Spend(quantum, w.router.Busy, func() error {
+	return w.pacer.Spend(quantum, w.router.Runnable, func() error {
 		_, err := w.router.Step(t, emit)
 		return err
 	})

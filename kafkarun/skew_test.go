@@ -251,3 +251,45 @@ func TestSkewTruncates(t *testing.T) {
 		})
 	}
 }
+
+// hotKeys returns the instance's salted keys (metric).
+func (in *skewInstance) hotKeys(t *testing.T) float64 {
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "cdcjoin_skew_hot_keys" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// TestSkewTurnedOff: salted keys cool back (through the release round)
+// after a restart with hot_children 0, at their next change.
+func TestSkewTurnedOff(t *testing.T) {
+	seed := time.Now().UnixNano() % 1000
+	h := skewHistory(t, seed, 2000, 3, false)
+	c := newCluster(t, 3)
+	n := len(h.Records)
+	produce(t, c.ListenAddrs(), h.Records[:n/2])
+	m := newModel()
+	m.ordered = true
+	dir := t.TempDir()
+	cfg := func(hot int) *config.Config {
+		return jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: dir, keyedParts: 4, batch: 50, extra: fmt.Sprintf(skewYAML, hot, 3, 2)})
+	}
+	a := startSkew(t, cfg(5), m.sink())
+	deadline := time.Now().Add(60 * time.Second)
+	for a.hotKeys(t) < 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	salted, _ := a.salted(t)
+	b := startSkew(t, cfg(0), m.sink())
+	produce(t, c.ListenAddrs(), h.Records[n/2:])
+	finishSkew(t, seed, m, oracle(h, false), b.instance, salted)
+}

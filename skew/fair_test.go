@@ -18,7 +18,7 @@ func testSeeds(n int) []uint64 {
 		return []uint64{*flagSeed}
 	}
 	if testing.Short() {
-		n = max(n/4, 4) // -short runs under -race in CI
+		n = max(n/8, 4) // -short runs under -race in CI
 	}
 	out := make([]uint64, n)
 	for i := range out {

@@ -21,10 +21,9 @@ const (
 	// nothing: a row moved into or out of a replica.
 	OpCopy
 	// OpSalt and OpCool are layout changes of an own key (In.JoinKey)
-	// read back from the log; OpUnsalt ends a cooling (see Router).
+	// read back from the log (see Router).
 	OpSalt
 	OpCool
-	OpUnsalt
 	// OpRelease asks a replica to confirm, once everything forwarded to
 	// it before is done, that it emits nothing more (see Router).
 	OpRelease

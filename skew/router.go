@@ -46,14 +46,12 @@ type HotKey struct {
 // layout is a salted own key's state (Aux 'h' joinKey).
 type layout struct {
 	HotKey
-	lastFwd    int64  // origin of the last forward to its replicas
 	coolOrigin int64  // the release round out (when Cooling)
 	acks       []byte // salts that confirmed it (bitmap)
 }
 
 func (l *layout) encode() []byte {
 	b := binary.AppendUvarint(nil, uint64(l.Salts))
-	b = binary.AppendVarint(b, l.lastFwd)
 	if !l.Cooling {
 		return b
 	}
@@ -61,9 +59,19 @@ func (l *layout) encode() []byte {
 	return append(b, l.acks...)
 }
 
+// acked reports whether every salt confirmed the round out.
+func (l *layout) acked() bool {
+	for s := 0; s < l.Salts; s++ {
+		if l.acks[s/8]&(1<<(s%8)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (l *layout) decode(v []byte) error {
 	rd := newReader(v)
-	l.Salts, l.lastFwd = int(rd.uvarint()), rd.varint()
+	l.Salts = int(rd.uvarint())
 	if rd.ok && len(rd.b) > 0 {
 		l.Cooling, l.coolOrigin = true, rd.varint()
 		l.acks = append([]byte(nil), rd.b...)
@@ -107,10 +115,10 @@ type RouterStats struct {
 //     replicas' first rows come after it.
 //   - Cooling (replicas → home): home sends each replica a release; a
 //     replica confirms it (an ack record to home) once everything
-//     forwarded before it is emitted and flushed. When every replica has
-//     confirmed and nothing was forwarded since the release, home deletes
-//     the replicas (no output) and emits the key's rows again itself;
-//     otherwise it sends a new round of releases.
+//     forwarded before it is emitted and flushed. Meanwhile the key's
+//     inputs wait at home (its task is blocked on the confirmations); when
+//     every replica has confirmed, home deletes the replicas (no output)
+//     and emits the key's rows again itself, from the waiting inputs on.
 //
 // Layout changes are decided at home from the exact child count (kept in
 // the state's Aux keyspace): a key reaching Hot children is proposed for
@@ -145,19 +153,20 @@ type Router struct {
 	OnLayout func(joinKey []byte, hot bool, children int64, salts int)
 	Stats    RouterStats
 
-	noWait   bool               // tests: end coolings at once (broken on purpose)
-	hot      map[string]*layout // salted own keys
-	exact    bool               // counts kept since the state was new (else: counted on first use)
-	proposed map[string]OpKind  // layout records sent and not read back yet
-	rs       replicaState
-	op       Op
-	f        Forward
-	fo       keyed.FanOut
-	pr       keyed.ParentRecord
-	cr       keyed.ChildRecord
-	key      []byte
-	kb, vb   []byte
-	hb       []byte
+	noWait     bool               // tests: end coolings at once (broken on purpose)
+	truncating bool               // draining before a truncate: no cooling starts
+	hot        map[string]*layout // salted own keys
+	exact      bool               // counts kept since the state was new (else: counted on first use)
+	proposed   map[string]OpKind  // layout records sent and not read back yet
+	rs         replicaState
+	op         Op
+	f          Forward
+	fo         keyed.FanOut
+	pr         keyed.ParentRecord
+	cr         keyed.ChildRecord
+	key        []byte
+	kb, vb     []byte
+	hb         []byte
 }
 
 // Scheduler key spaces: own join keys and replicas (join key, salt).
@@ -179,6 +188,7 @@ const (
 	taskFanOut  = 'F' // own fan-out: keyed.FanOut
 	taskReplica = 'R' // replica fan-out: salt(2) keyed.FanOut
 	taskMove    = 'M' // salting (copies) or the end of a cooling (deletes): see move
+	taskCool    = 'W' // a cooling waiting for its replicas' confirmations (in the layout)
 )
 
 var errNoForwarder = errors.New("cdcjoin: skew: router has no forwarder")
@@ -233,10 +243,14 @@ func (r *Router) Load(t keyed.State) error {
 // inputs applied).
 func (r *Router) Join() *keyed.Join { return r.join }
 
-// Busy reports whether work is in progress (fan-outs, moves, or inputs
-// waiting for them). Coolings waiting for acks are not work in progress:
-// the acks come through the log.
+// Busy reports whether work is in progress (fan-outs, moves, coolings
+// waiting for their confirmations, or inputs waiting for them).
 func (r *Router) Busy() bool { return r.sched.Busy() > 0 }
+
+// Runnable reports whether work in progress can advance now (Step), that
+// is, besides coolings waiting for confirmations that come through the
+// log.
+func (r *Router) Runnable() bool { return r.sched.Runnable() > 0 }
 
 // Backlog returns the keys with work in progress and the inputs waiting.
 func (r *Router) Backlog() (keys int, waiting uint64) { return r.sched.Busy(), r.sched.Waiting() }
@@ -294,25 +308,18 @@ func (r *Router) Layout(t keyed.State, joinKey []byte, op OpKind, offset int64, 
 }
 
 // Ack applies a replica's release confirmation read at offset: when every
-// replica of a cooling key confirmed the round out and nothing was
-// forwarded since, the key goes back home (behind its work in progress);
-// if something was, a new round of releases goes out.
+// replica of a cooling key has confirmed, the key's blocked task goes on
+// at the next Step (the key goes back home, at offset).
 func (r *Router) Ack(t keyed.State, joinKey []byte, salt uint16, origin, offset int64, emit keyed.Emit) error {
 	h := r.hot[string(joinKey)]
 	if h == nil || !h.Cooling || h.coolOrigin != origin || int(salt) >= h.Salts {
-		return nil // a round that was cancelled or superseded, or a duplicate
+		return nil // a round that was cancelled, or a duplicate
 	}
 	h.acks[salt/8] |= 1 << (salt % 8)
-	for s := 0; s < h.Salts; s++ {
-		if h.acks[s/8]&(1<<(s%8)) == 0 {
-			return r.saveLayout(t, h)
-		}
+	if h.acked() {
+		r.sched.Unblock(r.ownKey(joinKey))
 	}
-	if h.lastFwd > h.coolOrigin || r.sched.IsBusy(r.ownKey(joinKey)) {
-		return r.release(t, h, offset)
-	}
-	r.op = Op{Kind: OpUnsalt, In: keyed.Input{JoinKey: joinKey}, Origin: offset}
-	return r.submitOwn(t, joinKey, emit)
+	return r.saveLayout(t, h)
 }
 
 // Forwarded applies a forward to one of the partition's replicas, unless
@@ -386,15 +393,17 @@ func (r *Router) Run(t keyed.State, key []byte, op *Op, budget int, emit keyed.E
 	case OpSalt:
 		return r.salt(t, jk, op, budget)
 	case OpCool:
-		if h := r.hot[string(jk)]; h != nil && r.noWait {
-			return r.unsalt(t, jk, op, budget)
+		h := r.hot[string(jk)]
+		switch {
+		case h == nil || h.Cooling || r.truncating:
+			return nil, 0, nil // not salted (a proposal sent twice); or left for a later proposal
+		case r.noWait:
+			return r.unsalt(t, jk, op.Origin, budget)
 		}
-		if h := r.hot[string(jk)]; h != nil && !h.Cooling {
-			return nil, 0, r.release(t, h, op.Origin)
+		if err := r.release(t, h, op.Origin); err != nil {
+			return nil, 0, err
 		}
-		return nil, 0, nil
-	case OpUnsalt:
-		return r.unsalt(t, jk, op, budget)
+		return []byte{taskCool}, 0, nil
 	}
 	return nil, 0, fmt.Errorf("cdcjoin: skew: unexpected op %d for an own key", op.Kind)
 }
@@ -415,6 +424,16 @@ func (r *Router) Resume(t keyed.State, key, task []byte, budget int, emit keyed.
 			return nil, 0, err
 		}
 		return r.continueMove(t, key[1:], &m, budget)
+	case taskCool:
+		jk := key[1:]
+		h := r.hot[string(jk)]
+		switch {
+		case h == nil || !h.Cooling:
+			return nil, 0, nil // cancelled (by a truncate): the key stays salted
+		case !h.acked():
+			return task, 0, nil // blocked until the confirmations come
+		}
+		return r.unsalt(t, jk, h.coolOrigin, budget)
 	}
 	return nil, 0, fmt.Errorf("%w: unknown skew task %q", row.ErrCorrupt, task[0])
 }
@@ -463,7 +482,6 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit key
 		if err := r.forwardInput(jk, op, h.Salts); err != nil {
 			return nil, 0, err
 		}
-		h.lastFwd = op.Origin
 	} else {
 		fo, err := r.join.Start(t, &op.In, op.Version, budget, emit)
 		if err != nil {
@@ -491,9 +509,6 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit key
 		return task, used, nil
 	}
 	h.Children = n
-	if h.Cooling && n > r.cfg.Cool && r.cfg.Hot > 0 {
-		h.Cooling, h.acks = false, nil // grew again: stay salted
-	}
 	if err := r.saveLayout(t, h); err != nil {
 		return nil, used, err
 	}
@@ -653,7 +668,7 @@ func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int
 	if err != nil {
 		return nil, 0, err
 	}
-	h := &layout{HotKey: HotKey{JoinKey: append([]byte(nil), jk...), Children: n, Salts: r.cfg.Salts}, lastFwd: op.Origin}
+	h := &layout{HotKey: HotKey{JoinKey: append([]byte(nil), jk...), Children: n, Salts: r.cfg.Salts}}
 	r.hot[string(jk)] = h
 	if err := r.saveLayout(t, h); err != nil {
 		return nil, 0, err
@@ -676,7 +691,11 @@ func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int
 
 // unsalt ends a cooling whose releases every replica confirmed: the key's
 // rows are home's to emit again, and its replicas are deleted (in chunks).
-func (r *Router) unsalt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int, error) {
+// The deletes carry the cooling's origin (the OpCool's offset), numbered
+// after its releases: the key's inputs waiting behind the cooling come
+// later in the log, and a replica must see its forwards in increasing
+// (origin, sub) order.
+func (r *Router) unsalt(t keyed.State, jk []byte, origin int64, budget int) ([]byte, int, error) {
 	h := r.hot[string(jk)]
 	if h == nil {
 		return nil, 0, nil
@@ -689,7 +708,7 @@ func (r *Router) unsalt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, i
 	if r.OnLayout != nil && !r.Quiet {
 		r.OnLayout(jk, false, h.Children, h.Salts)
 	}
-	return r.startMove(t, jk, &move{del: true, salts: h.Salts, origin: op.Origin}, budget)
+	return r.startMove(t, jk, &move{del: true, salts: h.Salts, origin: origin, sub: uint32(h.Salts)}, budget)
 }
 
 // startMove copies (or deletes) the parent in every replica, then the
@@ -797,8 +816,27 @@ func (r *Router) runReplica(t keyed.State, rk []byte, op *Op, budget int, emit k
 // delete of every child; salted keys left without children are proposed
 // for cooling.
 func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version uint64, emit keyed.Emit) error {
-	if err := r.Drain(t, emit); err != nil {
+	// Coolings still waiting for confirmations are cancelled (their keys
+	// stay salted: the inputs waiting behind them are forwarded, and
+	// coolings they propose wait for later), so that all work drains
+	// before the truncate; confirmed ones end.
+	for _, h := range r.hot {
+		if h.Cooling && !h.acked() {
+			h.Cooling, h.acks = false, nil
+			if err := r.saveLayout(t, h); err != nil {
+				return err
+			}
+			r.sched.Unblock(r.ownKey(h.JoinKey))
+		}
+	}
+	r.truncating = true
+	err := r.Drain(t, emit)
+	r.truncating = false
+	if err != nil {
 		return err
+	}
+	if r.sched.Busy() > 0 {
+		return fmt.Errorf("cdcjoin: skew: work left before a truncate")
 	}
 	keys := make([]string, 0, len(r.hot))
 	for k := range r.hot {
@@ -829,10 +867,6 @@ func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version 
 				}
 			}
 		}
-		h.lastFwd = offset
-		if err := r.saveLayout(t, h); err != nil {
-			return err
-		}
 	}
 	if err := r.join.Apply(t, in, version, emit); err != nil {
 		return err
@@ -840,7 +874,7 @@ func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version 
 	if in.Side != row.Child {
 		return nil
 	}
-	err := t.AuxScan([]byte{auxCount}, nil, func(k, _ []byte) error { return t.DeleteAux(k) })
+	err = t.AuxScan([]byte{auxCount}, nil, func(k, _ []byte) error { return t.DeleteAux(k) })
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ type simPart struct {
 	r         *skew.Router
 	out       []row.Change // emitted, not flushed
 	fwd       []simFwd     // forwarded, not committed
+	saltOff   bool         // restarted with salting off (hot_children 0)
 }
 
 type sim struct {
@@ -69,6 +70,9 @@ func (p *simPart) Forward(part int32, key, val, h []byte) error {
 func (s *sim) open(p *simPart) {
 	cfg := s.cfg
 	cfg.Partition = p.p
+	if p.saltOff {
+		cfg.Hot, cfg.Cool = 0, 0
+	}
 	p.r = skew.NewRouter(s.spec, cfg, p)
 	if s.noWait {
 		skew.SetNoWait(p.r)
@@ -196,6 +200,9 @@ func (s *sim) restore(p *simPart) {
 	s.cooled += int(st.Cooled)
 	s.dups += int(st.Duplicate)
 	p.st, p.pos = p.committed.Clone(), p.cpos
+	if s.salted > 0 && s.rng.IntN(5) == 0 {
+		p.saltOff = !p.saltOff // a restart with the other setting (partitions may differ: a rolling restart)
+	}
 	s.open(p)
 	if p.pos < p.emitFrom {
 		p.r.Quiet = true

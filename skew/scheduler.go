@@ -1,6 +1,7 @@
 package skew
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -17,6 +18,9 @@ import (
 type Executor interface {
 	Run(t keyed.State, key []byte, op *Op, budget int, emit keyed.Emit) (task []byte, used int, err error)
 	// Resume continues a task of key; next is the rest (nil: finished).
+	// A task that waits for something outside (a confirmation from
+	// another partition) returns itself unchanged with used 0: the key is
+	// blocked, and not resumed again until Unblock.
 	Resume(t keyed.State, key, task []byte, budget int, emit keyed.Emit) (next []byte, used int, err error)
 }
 
@@ -39,13 +43,14 @@ type Scheduler struct {
 	// Queued counts ops that waited behind a task.
 	Started, Queued uint64
 
-	exec Executor
-	busy map[string]*queue
-	ring []string // busy keys, in round-robin order
-	next int      // ring position of the next Step
-	op   Op
-	enc  []byte
-	key  []byte
+	exec    Executor
+	busy    map[string]*queue
+	ring    []string        // busy keys, in round-robin order
+	next    int             // ring position of the next Step
+	blocked map[string]bool // busy keys whose task waits (see Executor)
+	op      Op
+	enc     []byte
+	key     []byte
 }
 
 // queue is a busy key's waiting ops: sequence numbers head..tail-1.
@@ -53,7 +58,7 @@ type queue struct{ head, tail uint64 }
 
 // NewScheduler returns a scheduler running ops with exec.
 func NewScheduler(exec Executor) *Scheduler {
-	return &Scheduler{exec: exec, busy: map[string]*queue{}}
+	return &Scheduler{exec: exec, busy: map[string]*queue{}, blocked: map[string]bool{}}
 }
 
 const (
@@ -63,7 +68,7 @@ const (
 
 // Load reads the tasks and waiting ops committed in t (after a restart).
 func (s *Scheduler) Load(t keyed.State) error {
-	s.busy, s.ring, s.next = map[string]*queue{}, nil, 0
+	s.busy, s.ring, s.next, s.blocked = map[string]*queue{}, nil, 0, map[string]bool{}
 	return t.AuxScan([]byte{auxTask}, nil, func(k, _ []byte) error {
 		key := string(k[1:])
 		q := &queue{}
@@ -89,8 +94,15 @@ func (s *Scheduler) Load(t keyed.State) error {
 	})
 }
 
-// Busy returns the number of keys with a task in progress.
+// Busy returns the number of keys with a task in progress (blocked ones
+// included).
 func (s *Scheduler) Busy() int { return len(s.ring) }
+
+// Runnable returns the number of keys whose task can make progress.
+func (s *Scheduler) Runnable() int { return len(s.ring) - len(s.blocked) }
+
+// Unblock lets key's task be resumed again (what it waited for came).
+func (s *Scheduler) Unblock(key []byte) { delete(s.blocked, string(key)) }
 
 // Waiting returns the number of ops waiting behind tasks.
 func (s *Scheduler) Waiting() uint64 {
@@ -139,11 +151,17 @@ func (s *Scheduler) startTask(t keyed.State, key, task []byte) error {
 // (and may start a task of their own). It returns the budget spent.
 func (s *Scheduler) Step(t keyed.State, budget int, emit keyed.Emit) (int, error) {
 	spent := 0
-	for len(s.ring) > 0 && (budget < 0 || spent < budget) {
+	idle := 0 // keys visited in a row without progress
+	for s.Runnable() > 0 && (budget < 0 || spent < budget) && idle < len(s.ring) {
 		if s.next >= len(s.ring) {
 			s.next = 0
 		}
 		key := s.ring[s.next]
+		if s.blocked[key] {
+			s.next++
+			idle++
+			continue
+		}
 		left := -1
 		if budget >= 0 {
 			left = budget - spent
@@ -156,19 +174,21 @@ func (s *Scheduler) Step(t keyed.State, budget int, emit keyed.Emit) (int, error
 		if finished {
 			s.ring = append(s.ring[:s.next], s.ring[s.next+1:]...)
 			delete(s.busy, key)
+			idle = 0
 			continue // s.next now names the following key
 		}
 		s.next++
-		if used == 0 && budget >= 0 {
-			// A task that cannot move within the budget left (never with
-			// a budget > 0): stop rather than spin.
-			break
+		if used == 0 {
+			idle++
+		} else {
+			idle = 0
 		}
 	}
 	return spent, nil
 }
 
-// Drain runs every task and waiting op to the end.
+// Drain runs every task and waiting op to the end, but for blocked tasks
+// (and the ops waiting behind them).
 func (s *Scheduler) Drain(t keyed.State, emit keyed.Emit) error {
 	_, err := s.Step(t, -1, emit)
 	return err
@@ -192,6 +212,10 @@ func (s *Scheduler) advance(t keyed.State, key string, budget int, emit keyed.Em
 		used = u
 		if err != nil {
 			return used, false, err
+		}
+		if next != nil && used == 0 && bytes.Equal(next, task) {
+			s.blocked[key] = true
+			return 0, false, nil
 		}
 		if next != nil {
 			return used, false, t.PutAux(s.taskKey(s.key), next)

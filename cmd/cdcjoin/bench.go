@@ -57,6 +57,7 @@ system's median records/s and the ratio (see bench/README.md).`)
 		gap := fs.Int("storm-gap", 5000, "cdc records between two storm renames")
 		stormRate := fs.Float64("storm-rate", 0, "pace the storm phases at this many records/s (0: flat out; -1: the cdc_rate phase's rate)")
 		compare := fs.Bool("storm-compare", false, "run the storm once per hot-key variant, side by side (engine: without and with fair fan-out; kafka: also with salting)")
+		rounds := fs.Int("storm-rounds", 1, "with --storm-compare: alternate the variants this many times (the report shows medians)")
 		instances := fs.Int("instances", 1, "instances of the runtime (kafka), each with its own state and sink")
 		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64; 8 with --sweep)")
 		batchEv := fs.Int("batch-events", 1000, "events per state commit")
@@ -111,7 +112,7 @@ system's median records/s and the ratio (see bench/README.md).`)
 			Workload: bench.Workload{Seed: *seed, Rows: n, ChildrenPerParent: *children, Skew: *skew, HotChildren: *hot,
 				UserPads: *upads, DomainPads: *dpads, PadBytes: *padBytes, Schema: *schema, Partitions: *parts,
 				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap, StormRate: *stormRate},
-			Pipeline: *pipeline, Producers: *producers, StormCompare: *compare, Instances: *instances, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
+			Pipeline: *pipeline, Producers: *producers, StormCompare: *compare, StormRounds: *rounds, Instances: *instances, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
 			BatchEvents: *batchEv, Sync: *sync, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
 			Projection: pi, MachineNote: *note,
 		}
