@@ -287,12 +287,32 @@ func TestSmoke(t *testing.T) {
 	}
 	dir := t.TempDir()
 	o := Options{Workload: Workload{Rows: 20000, CDCEvents: 10000, RateDuration: 2e9, StormRenames: 3, StormGap: 2000, HotChildren: 2000},
-		Dir: dir, Sync: false}
+		Dir: dir, Sync: false, StormCompare: true}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	CheckReport(t, rep, dir)
+	checkStorms(t, rep, "storm_before", "storm")
+}
+
+// checkStorms checks that every storm variant ran, with the same output.
+func checkStorms(t *testing.T, rep *Report, names ...string) {
+	t.Helper()
+	pt := &rep.Points[0]
+	var rows []int64
+	for _, n := range names {
+		ph := pt.phase(n)
+		if ph == nil {
+			t.Fatalf("no %s phase", n)
+		}
+		rows = append(rows, ph.OutputRows)
+	}
+	for _, r := range rows {
+		if r < pt.HotChildren*int64(rep.Workload.StormRenames) {
+			t.Errorf("storm variants %v output %v rows: fewer than the hot parent's %d children × %d renames", names, rows, pt.HotChildren, rep.Workload.StormRenames)
+		}
+	}
 }
 
 // TestSmokeKafka is TestSmoke through the real Kafka runtime (kafkarun.Run
@@ -303,7 +323,7 @@ func TestSmokeKafka(t *testing.T) {
 	}
 	dir := t.TempDir()
 	o := Options{Workload: Workload{Rows: 20000, CDCEvents: 10000, RateDuration: 2e9, StormRenames: 3, StormGap: 2000, HotChildren: 2000},
-		Pipeline: PipelineKafka, Dir: dir, Sync: false}
+		Pipeline: PipelineKafka, Dir: dir, Sync: false, StormCompare: true, Instances: 2}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -312,6 +332,10 @@ func TestSmokeKafka(t *testing.T) {
 		t.Errorf("pipeline %q", rep.Pipeline)
 	}
 	CheckReport(t, rep, dir)
+	checkStorms(t, rep, "storm_before", "storm_fair", "storm")
+	if pt := rep.Points[0]; len(pt.SaltingMoveSeconds) == 0 {
+		t.Error("the hot parent was not salted before the salted storm")
+	}
 }
 
 func TestFences(t *testing.T) {

@@ -146,8 +146,8 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 				if rate > 0 {
 					sent = due // latency from the scheduled time: no coordinated omission
 				}
-				id := d.pr.next(sent, idx)
-				k, v := d.syn.domain('c', id, probeUserID, "probe.example.com", r.tsMs)
+				id, name := d.pr.next(sent, idx)
+				k, v := d.syn.domain('c', id, probeUserID, name, r.tsMs)
 				er = engine.Record{Topic: probeTopic, Partition: probePart, Offset: d.probeO, Key: k, Value: v}
 				d.probeO++
 				if err := d.eng.Process(ctx, &er); err != nil {

@@ -504,8 +504,8 @@ func (d *kafkaDriver) produce(ctx context.Context, pd *producer, idx int, t0 tim
 				if rate > 0 {
 					sent = due // from the scheduled time: no coordinated omission
 				}
-				id := d.pr.next(sent, idx)
-				k, v := pd.syn.domain('c', id, probeUserID, "probe.example.com", sent.UnixMilli())
+				id, name := d.pr.next(sent, idx)
+				k, v := pd.syn.domain('c', id, probeUserID, name, sent.UnixMilli())
 				pd.cl.Produce(ctx, &kgo.Record{Topic: d.childTopic, Partition: probePart, Key: clone(k), Value: clone(v), Timestamp: sent}, promise)
 				probes++
 			}

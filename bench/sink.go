@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,16 +110,37 @@ const probeRing = 1 << 16
 
 func newProbes() *probes { return &probes{hists: map[int]*Histogram{}} }
 
+// probeChildren is how many child ids the probes cycle through: the probe
+// parent keeps at most this many children (it must not turn into a hot
+// parent itself), each probe updating one with its sequence number in its
+// name.
+const probeChildren = 1024
+
 // next reserves a probe sent at t during phase; it returns the probe's
-// child id.
-func (p *probes) next(t time.Time, phase int) int64 {
+// child id and domain name (which carries its sequence number).
+func (p *probes) next(t time.Time, phase int) (int64, string) {
 	s := p.seq.Add(1) - 1
 	p.sent[s%probeRing].Store(t.UnixNano())
 	p.phase[s%probeRing].Store(int32(phase))
-	return probeChild0 + s
+	return probeChild0 + s%probeChildren, "probe-" + strconv.FormatInt(s, 10) + ".example.com"
 }
 
-// acked records probe child ids acknowledged at t.
+// probeSeq returns the sequence number of a probe row (its domain name),
+// or -1.
+func probeSeq(c *row.Change) int64 {
+	ck := c.ChildKey
+	if len(ck) != 1 || ck[0].Kind != row.KindInt || ck[0].Int < probeChild0 || ck[0].Int >= probeChild0+probeChildren || c.Op != row.Upsert || len(c.Values) < 5 {
+		return -1
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(c.Values[4].Str, "probe-"), ".example.com")
+	s, err := strconv.ParseInt(name, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return s
+}
+
+// acked records probes (sequence numbers) acknowledged at t.
 func (p *probes) acked(ids []int64, t time.Time) {
 	if len(ids) == 0 {
 		return
@@ -125,8 +148,7 @@ func (p *probes) acked(ids []int64, t time.Time) {
 	now := t.UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, id := range ids {
-		s := id - probeChild0
+	for _, s := range ids {
 		if s < 0 || s >= p.seq.Load() || p.seq.Load()-s > probeRing {
 			continue // unknown, or overwritten in the ring
 		}
@@ -196,8 +218,8 @@ func (s *probeSink) Write(ctx context.Context, cs []row.Change) error {
 		if s.hot != nil && s.hot.match(&cs[i]) {
 			hot++
 		}
-		if ck := cs[i].ChildKey; len(ck) == 1 && ck[0].Kind == row.KindInt && ck[0].Int >= probeChild0 && ck[0].Int < fenceParent0 && cs[i].Op == row.Upsert {
-			found = append(found, ck[0].Int)
+		if seq := probeSeq(&cs[i]); seq >= 0 {
+			found = append(found, seq)
 		}
 	}
 	if len(found) > 0 || len(fenced) > 0 || hot > 0 {
