@@ -503,6 +503,7 @@ func (w *worker) run() {
 	for {
 		select {
 		case <-w.stop:
+			w.finishWork()
 			return
 		default:
 		}
@@ -511,6 +512,7 @@ func (w *worker) run() {
 			// Work in progress: input first, else a step of it.
 			select {
 			case <-w.stop:
+				w.finishWork()
 				return
 			case recs := <-w.in:
 				err = w.process(recs)

@@ -252,6 +252,38 @@ func (w *worker) idle() error {
 	return w.finish(ctx, t, w.clock, w.pos.Load())
 }
 
+// finishWork, when the worker is asked to stop, finishes the work in
+// progress that can finish without other partitions (not a cooling waiting
+// for confirmations) and commits, so that the position committed to Kafka
+// is the worker's own (a stop in the middle of a fan-out would leave it at
+// the last position without work in progress, and the partition's next
+// owner would emit again what came after it). Errors are logged: the state
+// stays as committed before.
+func (w *worker) finishWork() {
+	if !w.router.Runnable() {
+		return
+	}
+	ctx := context.Background()
+	t := w.store.Begin()
+	defer t.Abort()
+	defer w.fwd.abort()
+	defer w.buf.Discard()
+	emit := w.emitter(ctx)
+	quiet := w.pos.Load() < w.emitFrom
+	if quiet {
+		emit = discard
+	}
+	w.router.Quiet = quiet
+	err := w.router.Drain(t, emit)
+	w.router.Quiet = false
+	if err == nil {
+		err = w.finish(ctx, t, w.clock, w.pos.Load())
+	}
+	if err != nil {
+		w.j.log.Warn("finishing the work in progress before stopping", "partition", w.p, "err", err)
+	}
+}
+
 // skewSnapshot gathers the owned partitions' hot keys and backlogs (safe on
 // any goroutine).
 func (j *joinStage) skewSnapshot() (hot []metrics.HotKeyStat, fanout int, waiting uint64) {
