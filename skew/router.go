@@ -124,9 +124,10 @@ type RouterStats struct {
 // the state's Aux keyspace): a key reaching Hot children is proposed for
 // salting, a salted key down to Cool for cooling, by a layout record the
 // router writes to its own partition; the change happens when that record
-// is read back, at a position of the log, and a cooling ends at the
-// position of its last ack, so that a partition rebuilt from the log makes
-// the same changes at the same points. Salting and the end of a cooling
+// is read back, at a position of the log, and a cooling ends once its last
+// ack is read, before any later input of the key (and before a later
+// truncate), so that a partition rebuilt from the log makes the same
+// changes at the same points of each key's history. Salting and the end of a cooling
 // are moves in chunks (the key's later inputs wait behind them). Truncates
 // forward their effect on salted keys to the replicas.
 //
