@@ -169,6 +169,11 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 			break
 		}
 	}
+	// The phase's last records (probes among them) reach the sink now;
+	// then the fan-outs still in progress finish.
+	if err := d.eng.Checkpoint(ctx); err != nil {
+		return ph, err
+	}
 	if err := d.eng.Commit(ctx); err != nil {
 		return ph, err
 	}

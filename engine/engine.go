@@ -416,11 +416,23 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 // the sink and then commits state, version clock and positions atomically:
 // afterwards the sink holds the join of everything applied.
 func (e *Engine) Commit(ctx context.Context) error {
-	if err := e.fair.Drain(e.txn, e.buf.Emitter(ctx)); err != nil {
-		return err
+	// A backlog of fan-outs is finished in steps, each flushed and
+	// committed, so that the sink sees it stream and a crash keeps what
+	// was done.
+	for e.fair.Busy() {
+		if err := e.fair.StepRows(e.txn, drainRows, e.buf.Emitter(ctx)); err != nil {
+			return err
+		}
+		if err := e.Checkpoint(ctx); err != nil {
+			return err
+		}
 	}
 	return e.Checkpoint(ctx)
 }
+
+// drainRows is how many fan-out rows Commit emits per checkpoint while it
+// finishes the fan-outs in progress.
+const drainRows = 64 << 10
 
 // Checkpoint is Commit without finishing the fan-outs in progress: they
 // are committed where they are (with the inputs waiting for them) and

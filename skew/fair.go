@@ -88,6 +88,19 @@ func (f *Fair) Pace(t keyed.State, spent time.Duration, emit keyed.Emit) error {
 	return f.Pacer.Spend(0, func() bool { return f.sched.Busy() > 0 }, func() error { return f.Step(t, emit) })
 }
 
+// StepRows advances the fan-outs in progress by about rows rows (all of
+// them without chunking).
+func (f *Fair) StepRows(t keyed.State, rows int, emit keyed.Emit) error {
+	if f.sched.Busy() == 0 {
+		return nil
+	}
+	if f.Chunk <= 0 {
+		rows = -1
+	}
+	_, err := f.sched.Step(t, rows, emit)
+	return err
+}
+
 // Drain finishes every fan-out in progress (and the inputs waiting for
 // them).
 func (f *Fair) Drain(t keyed.State, emit keyed.Emit) error {
