@@ -113,9 +113,8 @@ func (pt *Point) stormRuns(v stormVariant) []*Phase {
 	return out
 }
 
-// median returns the median of f over phases (the lower middle one for an
-// even count).
-func median(phs []*Phase, f func(*Phase) float64) float64 {
+// phaseMedian returns the median of f over phases (see median).
+func phaseMedian(phs []*Phase, f func(*Phase) float64) float64 {
 	if len(phs) == 0 {
 		return 0
 	}
@@ -124,7 +123,7 @@ func median(phs []*Phase, f func(*Phase) float64) float64 {
 		xs[i] = f(ph)
 	}
 	slices.Sort(xs)
-	return xs[(len(xs)-1)/2]
+	return median(xs)
 }
 
 func fanOutRate(ph *Phase) float64 {
@@ -242,11 +241,11 @@ func (r *Report) hotKeysMarkdown(b *strings.Builder, pt *Point) {
 		if len(runs) == 0 {
 			continue
 		}
-		p99 := median(runs, func(ph *Phase) float64 { return ph.Latency.P99Ms })
+		p99 := phaseMedian(runs, func(ph *Phase) float64 { return ph.Latency.P99Ms })
 		p("| `%s` | %s | %.1f | %.0f | %.0f | %.1f | %.1f | %s | %s |\n", v.Name, v.What,
-			median(runs, func(ph *Phase) float64 { return ph.WallSeconds }),
-			median(runs, func(ph *Phase) float64 { return float64(ph.OutputRows) }), median(runs, fanOutRate),
-			median(runs, func(ph *Phase) float64 { return ph.Latency.P50Ms }), p99, ratio(p99, cdc), ratio(p99, rate))
+			phaseMedian(runs, func(ph *Phase) float64 { return ph.WallSeconds }),
+			phaseMedian(runs, func(ph *Phase) float64 { return float64(ph.OutputRows) }), phaseMedian(runs, fanOutRate),
+			phaseMedian(runs, func(ph *Phase) float64 { return ph.Latency.P50Ms }), p99, ratio(p99, cdc), ratio(p99, rate))
 	}
 	for _, ref := range []*Phase{cdc, rate} {
 		if ref != nil {
@@ -281,8 +280,8 @@ func (r *Report) hotKeysChart(pt *Point) string {
 	for _, v := range pt.StormVariants {
 		if runs := pt.stormRuns(v); len(runs) > 0 {
 			groups = append(groups, v.Name)
-			p50.ys = append(p50.ys, median(runs, func(ph *Phase) float64 { return ph.Latency.P50Ms }))
-			p99.ys = append(p99.ys, median(runs, func(ph *Phase) float64 { return ph.Latency.P99Ms }))
+			p50.ys = append(p50.ys, phaseMedian(runs, func(ph *Phase) float64 { return ph.Latency.P50Ms }))
+			p99.ys = append(p99.ys, phaseMedian(runs, func(ph *Phase) float64 { return ph.Latency.P99Ms }))
 		}
 	}
 	return barChart(fmt.Sprintf("Other keys' latency during hot-parent storms (%s rows, %d children)", formatRows(pt.Rows), pt.HotChildren),
