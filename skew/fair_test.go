@@ -83,7 +83,7 @@ func (f *forgetful) Resume(t keyed.State, key, task []byte, budget int, emit key
 	if err := keyed.DecodeFanOut(task, &fo); err != nil {
 		return nil, 0, err
 	}
-	fo.Old.Version = 0
+	fo.Old.Version = 1
 	return f.JoinExecutor.Resume(t, key, keyed.AppendFanOut(nil, &fo), budget, emit)
 }
 
@@ -179,4 +179,19 @@ func diffSeq(want, got []string) string {
 		return ""
 	}
 	return fmt.Sprintf("want:\n  %v\ngot:\n  %v", want, got)
+}
+
+// TestOpRoundTrip: a waiting op keeps every field of its input the join
+// reads (a parent's source partition included).
+func TestOpRoundTrip(t *testing.T) {
+	op := skew.Op{Kind: skew.OpApply, Version: 7, Origin: 42,
+		In: keyed.Input{Kind: keyed.ParentLoad, Side: row.Parent, JoinKey: key(1), Row: []row.Value{row.Int(1), row.String("x")},
+			Version: 5, PadVersion: 6, Partition: 3, PartitionKnown: true}}
+	var got skew.Op
+	if err := skew.DecodeOp(skew.AppendOp(nil, &op), &got); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(op) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, op)
+	}
 }

@@ -42,10 +42,17 @@ type Op struct {
 	Origin int64
 }
 
-// AppendOp appends op's encoding to dst. In.Absent is not kept (a waiting
-// op re-reads the state).
+// AppendOp appends op's encoding to dst: kind, input kind, side,
+// partition known, varint partition, uvarint version, varint origin, join
+// key, child key, uvarint load version and pad version, row. In.Absent is
+// not kept (a waiting op re-reads the state).
 func AppendOp(dst []byte, op *Op) []byte {
-	dst = append(dst, byte(op.Kind), byte(op.In.Kind), byte(op.In.Side))
+	known := byte(0)
+	if op.In.PartitionKnown {
+		known = 1
+	}
+	dst = append(dst, byte(op.Kind), byte(op.In.Kind), byte(op.In.Side), known)
+	dst = binary.AppendVarint(dst, int64(op.In.Partition))
 	dst = binary.AppendUvarint(dst, op.Version)
 	dst = binary.AppendVarint(dst, op.Origin)
 	dst = appendBytes(dst, op.In.JoinKey)
@@ -62,13 +69,14 @@ func AppendOp(dst []byte, op *Op) []byte {
 // the byte slices alias b.
 func DecodeOp(b []byte, op *Op) error {
 	bad := fmt.Errorf("%w: skew op", row.ErrCorrupt)
-	if len(b) < 3 {
+	if len(b) < 4 {
 		return bad
 	}
 	rowBuf := op.In.Row[:0]
 	*op = Op{Kind: OpKind(b[0])}
-	op.In.Kind, op.In.Side = keyed.InputKind(b[1]), row.Side(b[2])
-	rd := newReader(b[3:])
+	op.In.Kind, op.In.Side, op.In.PartitionKnown = keyed.InputKind(b[1]), row.Side(b[2]), b[3] == 1
+	rd := newReader(b[4:])
+	op.In.Partition = int32(rd.varint())
 	op.Version = rd.uvarint()
 	op.Origin = rd.varint()
 	op.In.JoinKey = rd.bytes()
