@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
@@ -72,7 +73,8 @@ func TestHistogramBuckets(t *testing.T) {
 
 func TestProjectionMath(t *testing.T) {
 	m := Measured{FromRows: 1e6, ParentStateBytesPerRow: 60, ChildStateBytesPerRow: 120,
-		SnapshotCPUPerEvent: 20e-6, SnapshotBytesPerEvent: 800, CDCCPUPerEvent: 50e-6, CDCBytesPerEvent: 1000, CDCOutputRowsPerEvent: 1.2}
+		SnapshotCPUPerEvent: 20e-6, SnapshotBytesPerEvent: 800, CDCCPUPerEvent: 50e-6, CDCBytesPerEvent: 1000, CDCOutputRowsPerEvent: 1.2,
+		RebuildCPUPerRecord: 2e-6}
 	p := Project(ProjectionInput{}, m)
 	in := p.Input
 	if in.ParentBytes != 4e12 || in.ChildBytes != 2e12 {
@@ -111,6 +113,8 @@ func TestProjectionMath(t *testing.T) {
 	if p.KeepsUp != (p.CDCInstancesNeeded <= p.Instances) {
 		t.Fatal("keeps_up inconsistent")
 	}
+	near("rebuild hours (partition)", p.RebuildHoursPartition, 12e9/float64(p.Partitions)*2e-6/3600)
+	near("rebuild hours (instance)", p.RebuildHoursInstance, 12e9/float64(p.Instances)*2e-6/usable/3600)
 	// Disk-bound case: tiny CPU cost, big state.
 	big := Project(ProjectionInput{DiskPerInstanceGB: 100}, Measured{ParentStateBytesPerRow: 100, ChildStateBytesPerRow: 100, SnapshotCPUPerEvent: 1e-9})
 	if big.Instances != big.InstancesForDisk || big.InstancesForDisk != int(math.Ceil(2*(4e9+8e9)*100/100e9)) {
@@ -279,15 +283,17 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 // TestSmoke runs a tiny real benchmark end to end (engine pipeline, null
-// sink) when CDCJOIN_BENCH_SMOKE is set (make bench-smoke): the report
-// files must exist and hold sane numbers.
+// sink) when CDCJOIN_BENCH_SMOKE is set (make bench-smoke, which CI runs;
+// make test leaves it to that target): the report files must exist and
+// hold sane numbers, and the output must equal the join of the generated
+// tables (Verify).
 func TestSmoke(t *testing.T) {
 	if os.Getenv("CDCJOIN_BENCH_SMOKE") == "" {
-		t.Skip("set CDCJOIN_BENCH_SMOKE=1 to run the smoke benchmark")
+		t.Skip("run by make bench-smoke (CDCJOIN_BENCH_SMOKE=1)")
 	}
 	dir := t.TempDir()
 	o := Options{Workload: Workload{Rows: 20000, CDCEvents: 10000, RateDuration: 2e9, StormRenames: 3, StormGap: 2000, HotChildren: 2000},
-		Dir: dir, Sync: false, StormCompare: true}
+		Dir: dir, Sync: false, StormCompare: true, Verify: true}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -319,11 +325,11 @@ func checkStorms(t *testing.T, rep *Report, names ...string) {
 // on in-process kfake, four producers).
 func TestSmokeKafka(t *testing.T) {
 	if os.Getenv("CDCJOIN_BENCH_SMOKE") == "" {
-		t.Skip("set CDCJOIN_BENCH_SMOKE=1 to run the smoke benchmark")
+		t.Skip("run by make bench-smoke (CDCJOIN_BENCH_SMOKE=1)")
 	}
 	dir := t.TempDir()
 	o := Options{Workload: Workload{Rows: 20000, CDCEvents: 10000, RateDuration: 2e9, StormRenames: 3, StormGap: 2000, HotChildren: 2000},
-		Pipeline: PipelineKafka, Dir: dir, Sync: false, StormCompare: true, Instances: 2}
+		Pipeline: PipelineKafka, Dir: dir, Sync: false, StormCompare: true, Instances: 2, Verify: true}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -381,10 +387,11 @@ func TestFences(t *testing.T) {
 
 // TestKafkaBrokers drives the --brokers path (fresh topics and group per
 // run) against a kfake cluster started here as a stand-in for real
-// brokers.
+// brokers, and checks the output against the join of the generated
+// tables. make test runs it in its second (non -race) pass.
 func TestKafkaBrokers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the Kafka runtime for a few seconds")
+		t.Skip("runs the Kafka runtime for a few seconds: make test runs it without -short")
 	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -393,7 +400,7 @@ func TestKafkaBrokers(t *testing.T) {
 	defer c.Close()
 	dir := t.TempDir()
 	o := Options{Workload: Workload{Rows: 2000, CDCEvents: 2000, Rate: 500, RateDuration: 1e9, StormRenames: 2, StormGap: 200, HotChildren: 100, Partitions: 3},
-		Pipeline: PipelineKafka, Brokers: c.ListenAddrs(), Producers: 2, Dir: dir, ProbeEvery: 50}
+		Pipeline: PipelineKafka, Brokers: c.ListenAddrs(), Producers: 2, Dir: dir, ProbeEvery: 50, Verify: true}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -402,12 +409,46 @@ func TestKafkaBrokers(t *testing.T) {
 		t.Errorf("brokers %q", got)
 	}
 	ph := rep.Points[0].Phases
-	if len(ph) != 4 || ph[0].Events != rep.Points[0].Rows+2 || ph[1].Events != 2000 || ph[3].Events != 2*201 {
+	// Verify ends each phase at a consistent DB state: phases run a little long.
+	if len(ph) != 4 || ph[0].Events != rep.Points[0].Rows+2 || ph[1].Events < 2000 || ph[3].Events < 2*201 {
 		t.Errorf("phases: %+v", ph)
 	}
 	for _, p := range ph {
 		if p.Latency.Count == 0 || p.OutputRows == 0 {
 			t.Errorf("phase %s: no probes acknowledged or no output: %+v", p.Name, p)
 		}
+	}
+}
+
+// TestVerifyDetects: the smoke tests' output check fails on an output that
+// differs from the join (a negative control), and passes on one that does
+// not; rows of the synthetic key space are left out.
+func TestVerifyDetects(t *testing.T) {
+	tables := cdcgen.Tables{
+		Users:   map[int64]cdcgen.User{1: {ID: 1, FirstName: "A", LastName: "B"}},
+		Domains: map[int64]cdcgen.Domain{2: {ID: 2, UserID: 1, DomainName: "a.com"}},
+	}
+	emit := func(v *verifySink, name string) {
+		t.Helper()
+		c := row.Change{Op: row.Upsert, Version: 1, ParentKey: []row.Value{row.Int(1)}, ChildKey: []row.Value{row.Int(2)},
+			Values: []row.Value{row.Int(1), row.String("A"), row.String("B"), row.Int(2), row.String(name)}}
+		hot := row.Change{Op: row.Upsert, Version: 2, ParentKey: []row.Value{row.Int(hotUserID)}, ChildKey: []row.Value{row.Int(hotChildID0)},
+			Values: []row.Value{row.Int(hotUserID), row.String("Hot"), row.String("Hot"), row.Int(hotChildID0), row.String("hot")}}
+		if err := v.Write(context.Background(), []row.Change{c, hot}); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := newVerifySink(NewNullSink([]string{"user_id", "firstname", "lastname", "domain_id", "domain_name"}))
+	emit(good, "a.com")
+	if err := good.check([]cdcgen.Tables{tables}); err != nil {
+		t.Errorf("a matching output failed the check: %v", err)
+	}
+	bad := newVerifySink(NewNullSink([]string{"user_id", "firstname", "lastname", "domain_id", "domain_name"}))
+	emit(bad, "b.com")
+	if err := bad.check([]cdcgen.Tables{tables}); err == nil {
+		t.Error("an output with a wrong value passed the check")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/joinstate"
@@ -20,7 +21,7 @@ parent: {topic: %s, key: id}
 child:  {topic: %s, key: id, parent_key: user_id}
 join: inner
 select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
-state: {dir: %q, cache_mb: %d, batch_events: %d, sync: %t}
+state: {dir: %q, cache_mb: %d, batch_events: %d, sync: %t%s}
 %s`
 
 func jobConfig(o Options, stateDir, extra string) (*config.Config, error) {
@@ -30,7 +31,16 @@ func jobConfig(o Options, stateDir, extra string) (*config.Config, error) {
 
 // jobConfigTopics is jobConfig on the given source topics.
 func jobConfigTopics(o Options, parentTopic, childTopic, stateDir, extra string) (*config.Config, error) {
-	y := fmt.Sprintf(jobYAML, parentTopic, childTopic, stateDir, o.CacheMB, o.BatchEvents, o.Sync, extra)
+	var st string
+	for _, kv := range []struct {
+		name string
+		v    int
+	}{{"bulk_load_mb", o.BulkLoadMB}, {"memtable_mb", o.MemTableMB}, {"row_cache_mb", o.RowCacheMB}} {
+		if kv.v != 0 {
+			st += fmt.Sprintf(", %s: %d", kv.name, kv.v)
+		}
+	}
+	y := fmt.Sprintf(jobYAML, parentTopic, childTopic, stateDir, o.CacheMB, o.BatchEvents, o.Sync, st, extra)
 	return config.Parse([]byte(y), "bench.yaml")
 }
 
@@ -47,6 +57,9 @@ type driver interface {
 	// parent took, if it did).
 	stormVariants() []stormVariant
 	configure(ctx context.Context, v stormVariant) (float64, error)
+	// tables returns the tables the generators ended with (after the last
+	// phase: the generators are idle).
+	tables() []cdcgen.Tables
 	close() error
 }
 
@@ -55,6 +68,7 @@ type driver interface {
 // thread.
 type engineDriver struct {
 	o      Options
+	cfg    *config.Config
 	eng    *engine.Engine
 	src    *source
 	smp    *sampler
@@ -72,7 +86,7 @@ func newEngineDriver(ctx context.Context, o Options, p plan, stateDir string, in
 	if err != nil {
 		return nil, err
 	}
-	d := &engineDriver{o: o, smp: smp, pr: pr, syn: newSynth(), p: p}
+	d := &engineDriver{o: o, cfg: cfg, smp: smp, pr: pr, syn: newSynth(), p: p}
 	if inner == nil {
 		inner = NewNullSink(cfg.OutputNames())
 	}
@@ -82,6 +96,9 @@ func newEngineDriver(ctx context.Context, o Options, p plan, stateDir string, in
 		return nil, err
 	}
 	d.src, err = newSource(o.Workload.genOptions(p, 0, 1), p, o.Workload, int32(o.Workload.Partitions), true)
+	if err == nil {
+		d.src.toCheckpoint = o.Verify
+	}
 	if err != nil {
 		d.eng.Close()
 		return nil, err
@@ -100,6 +117,8 @@ func (s timedSink) Flush(ctx context.Context) error {
 	s.d.last = time.Now()
 	return s.Sink.Flush(ctx)
 }
+
+func (d *engineDriver) tables() []cdcgen.Tables { return []cdcgen.Tables{d.src.gen.Tables()} }
 
 func (d *engineDriver) close() error {
 	d.src.close()
@@ -123,23 +142,30 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 	var i int64
 	probeTopic := d.syn.childTopic
 	probePart := int32(d.o.Workload.Partitions + 1)
+	// Snapshot probes are snapshot reads too: a streaming event would end
+	// the engine's bulk load. Their latency is when the load's rows reach
+	// the sink.
+	probeOp := byte('c')
+	if req.kind == phaseSnapshot {
+		probeOp = 'r'
+	}
+	ahead := d.decodeAhead(ctx)
+	defer ahead.stop()
 	var er engine.Record
 	for {
-		var b *batch
+		var b *decodedBatch
 		select {
-		case b = <-d.src.out:
+		case b = <-ahead.out:
 		case <-ctx.Done():
 			return ph, ctx.Err()
 		}
 		for k := range b.recs {
-			r := &b.recs[k]
 			due := pace(t0, i, rate)
-			er = engine.Record{Topic: r.topic, Partition: r.partition, Offset: r.offset, Key: r.key, Value: r.val}
-			if err := d.eng.Process(ctx, &er); err != nil {
+			if err := d.eng.Apply(ctx, &b.recs[k]); err != nil {
 				return ph, err
 			}
 			i++
-			ph.InputBytes += int64(len(r.key) + len(r.val))
+			ph.InputBytes += int64(b.bytes[k])
 			d.smp.in.Add(1)
 			if i%int64(d.o.ProbeEvery) == 0 {
 				sent := time.Now()
@@ -147,7 +173,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 					sent = due // latency from the scheduled time: no coordinated omission
 				}
 				id, name := d.pr.next(sent, idx)
-				k, v := d.syn.domain('c', id, probeUserID, name, r.tsMs)
+				k, v := d.syn.domain(probeOp, id, probeUserID, name, b.tsMs[k])
 				er = engine.Record{Topic: probeTopic, Partition: probePart, Offset: d.probeO, Key: k, Value: v}
 				d.probeO++
 				if err := d.eng.Process(ctx, &er); err != nil {
@@ -155,7 +181,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 				}
 				ph.Probes++
 			}
-			if i&63 == 0 && time.Since(d.last) >= d.o.Linger {
+			if i&63 == 0 && !d.eng.Loading() && time.Since(d.last) >= d.o.Linger {
 				if err := d.eng.Checkpoint(ctx); err != nil {
 					return ph, err
 				}
@@ -164,7 +190,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 		}
 		last := b.last
 		d.genCPU = b.genCPU
-		d.src.recycle(b)
+		ahead.recycle(b)
 		if last {
 			break
 		}
@@ -180,6 +206,90 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 	ph.Events = i
 	m.end(&ph, d.smp, d.pr, idx, d.genCPU)
 	return ph, nil
+}
+
+// decodedBatch is a source batch decoded ahead of Apply.
+type decodedBatch struct {
+	recs   []engine.Decoded
+	bytes  []int   // key + value bytes per record
+	tsMs   []int64 // per record
+	last   bool
+	genCPU float64
+}
+
+// aheadQueue is the decode-ahead stage of a phase: a goroutine (owned by
+// the phase, stopped and waited for by stop) decodes the source's batches,
+// warms the state they will read (engine.Warmer), and hands them over
+// through a bounded queue, so that decoding overlaps applying as in
+// Engine.Run.
+type aheadQueue struct {
+	out    chan *decodedBatch
+	free   chan *decodedBatch
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const aheadDepth = 4
+
+func (d *engineDriver) decodeAhead(ctx context.Context) *aheadQueue {
+	ctx, cancel := context.WithCancel(ctx)
+	q := &aheadQueue{out: make(chan *decodedBatch, aheadDepth), free: make(chan *decodedBatch, aheadDepth+2), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(q.done)
+		dec := d.eng.NewDecoder()
+		wm := d.eng.NewWarmer()
+		defer wm.Close()
+		for {
+			var b *batch
+			select {
+			case b = <-d.src.out:
+			case <-ctx.Done():
+				return
+			}
+			var db *decodedBatch
+			select {
+			case db = <-q.free:
+			default:
+				db = &decodedBatch{}
+			}
+			n := len(b.recs)
+			if cap(db.recs) < n {
+				db.recs, db.bytes, db.tsMs = make([]engine.Decoded, n), make([]int, n), make([]int64, n)
+			}
+			db.recs, db.bytes, db.tsMs = db.recs[:n], db.bytes[:n], db.tsMs[:n]
+			for k := range b.recs {
+				r := &b.recs[k]
+				er := engine.Record{Topic: r.topic, Partition: r.partition, Offset: r.offset, Key: r.key, Value: r.val}
+				engine.Decode(dec, &er, &db.recs[k])
+				wm.Warm(&db.recs[k])
+				db.bytes[k], db.tsMs[k] = len(r.key)+len(r.val), r.tsMs
+			}
+			db.last, db.genCPU = b.last, b.genCPU
+			d.src.recycle(b)
+			select {
+			case q.out <- db:
+			case <-ctx.Done():
+				return
+			}
+			if db.last {
+				return
+			}
+		}
+	}()
+	return q
+}
+
+func (q *aheadQueue) recycle(b *decodedBatch) {
+	select {
+	case q.free <- b:
+	default:
+	}
+}
+
+// stop stops the decoding goroutine and waits for it.
+func (q *aheadQueue) stop() {
+	q.cancel()
+	<-q.done
 }
 
 // phaseMeter measures one phase: wall and CPU time, generator CPU, output

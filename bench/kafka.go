@@ -147,6 +147,9 @@ func newKafkaDriver(ctx context.Context, o Options, p plan, stateDir string, inn
 		// Synthetic rows (hot parent, its children, renames) come from
 		// producer 0 on partition 0.
 		pd.src, err = newSource(o.Workload.genOptions(p, i, n), p, o.Workload, 0, i == 0)
+		if err == nil {
+			pd.src.toCheckpoint = o.Verify
+		}
 		if err != nil {
 			return d, err
 		}
@@ -298,6 +301,14 @@ func (d *kafkaDriver) metricSum(name string) float64 {
 		}
 	}
 	return sum
+}
+
+func (d *kafkaDriver) tables() []cdcgen.Tables {
+	out := make([]cdcgen.Tables, len(d.prods))
+	for i, pd := range d.prods {
+		out[i] = pd.src.gen.Tables()
+	}
+	return out
 }
 
 func (d *kafkaDriver) close() error {

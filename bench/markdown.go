@@ -43,13 +43,21 @@ func (r *Report) charts() map[string]string {
 	pt := r.last()
 	var groups []string
 	p50, p99, p999 := series{name: "p50 ms"}, series{name: "p99 ms"}, series{name: "p99.9 ms"}
+	title := fmt.Sprintf("End-to-end latency per phase (%s rows)", formatRows(pt.Rows))
+	bulk := r.Settings.SnapshotBulk && pt.phase("snapshot") != nil
+	if bulk {
+		title = fmt.Sprintf("Streaming latency per phase (%s rows; bulk snapshot: see table)", formatRows(pt.Rows))
+	}
 	for _, ph := range pt.Phases {
+		if ph.Latency.Count == 0 || (bulk && ph.Name == "snapshot") {
+			continue
+		}
 		groups = append(groups, ph.Name)
 		p50.ys = append(p50.ys, ph.Latency.P50Ms)
 		p99.ys = append(p99.ys, ph.Latency.P99Ms)
 		p999.ys = append(p999.ys, ph.Latency.P999Ms)
 	}
-	out[chartLatency] = barChart(fmt.Sprintf("End-to-end latency per phase (%s rows)", formatRows(pt.Rows)), "milliseconds", groups, []series{p50, p99, p999})
+	out[chartLatency] = barChart(title, "milliseconds", groups, []series{p50, p99, p999})
 	for i := range r.Points {
 		if pt := &r.Points[i]; len(pt.StormVariants) > 0 {
 			out[hotKeysChartName(pt)] = r.hotKeysChart(pt)
@@ -104,8 +112,8 @@ func (r *Report) Markdown() string {
 	p("- Workload: cdcgen Debezium 3.6 JSON, schemas %s, %d partitions/topic, %.1f children per parent (skew %g), users with %d and domains with %d unselected pad columns of %d B; a dedicated hot parent with the point's hot children; CDC mix: inserts, selected and unselected updates, FK moves, deletes (with tombstones), PK changes, 10%% TOAST placeholders.\n",
 		w.Schema, w.Partitions, w.ChildrenPerParent, w.Skew, w.UserPads, w.DomainPads, w.PadBytes)
 	s := r.Settings
-	p("- State: pebble, block cache %d MB, %d events per batch, sync %t, linger %.0f ms. Latency probes: one per %d records.\n",
-		s.CacheMB, s.BatchEvents, s.Sync, s.LingerMs, s.ProbeEvery)
+	p("- State: pebble, block cache %d MB, %d events per batch, sync %t, linger %.0f ms, %s. Latency probes: one per %d records.\n",
+		s.CacheMB, s.BatchEvents, s.Sync, s.LingerMs, stateSettings(s), s.ProbeEvery)
 	p("- Phases: **snapshot** (op=r initial load), **cdc** (flat out), **cdc_rate** (paced at half the cdc rate for %.0f s unless --rate), **storm** (%d renames of the hot parent, %d CDC records apart, flat out).\n",
 		w.RateSeconds, w.StormRenames, w.StormGap)
 	p("- Latency: probe child rows inserted into the input stream (paced phases: stamped with their scheduled time, so a stalled pipeline cannot hide queueing); measured until the sink's Flush returned (before the state commit that follows it). Throughput per core is events/s ÷ GOMAXPROCS; events per CPU-second uses getrusage, minus the generator thread.\n\n")
@@ -173,5 +181,30 @@ func (r *Report) projectionMarkdown(b *strings.Builder, pr *Projection) {
 	p("| snapshot hours (sink) | %.1f | %.3g joined rows ÷ %.0f rows/s ClickHouse ingest (assumed) |\n", pr.SnapshotHoursSink, pr.ChildRows, in.SinkRowsPerSecond)
 	p("| keep-up cores | %.1f | %.0f/s × %g peak × measured %.2f µs/CDC event (size-scaled) ÷ utilization |\n", pr.CDCCoresNeeded, in.CDCRate, in.CDCPeakFactor, me.CDCCPUPerEvent*1e6)
 	p("| CDC output rows/s | %.0f | rate × measured %.2f output rows per input event |\n", pr.CDCOutputRowsPerS, me.CDCOutputRowsPerEvent)
+	if pr.RebuildHoursPartition > 0 {
+		p("| rebuild of a partition | %.2f h | %.3g rows ÷ %d partitions × measured %.2f µs/keyed record, one core |\n",
+			pr.RebuildHoursPartition, pr.ParentRows+pr.ChildRows, pr.Partitions, me.RebuildCPUPerRecord*1e6)
+		p("| rebuild of an instance (lost disk) | %.2f h | rows ÷ %d instances × %.2f µs/record ÷ (%g cores × %.0f%%) |\n",
+			pr.RebuildHoursInstance, pr.Instances, me.RebuildCPUPerRecord*1e6, in.CoresPerInstance, in.Utilization*100)
+	}
 	p("\nAssumptions not in the table: Kafka brokers, the keying stage's network hops and ClickHouse are provisioned separately and are not the bottleneck (except the stated sink ingest floor); per-event CPU measured on this machine's cores carries over to the instance's cores; state per row grows only with the selected columns, so the projection holds if the selected columns are as wide as the benchmark's (user: id + two names; domain: id, user_id, name); CPU per event is scaled up by record size above the benchmark's mean record (an upper bound: join and state costs do not depend on unselected columns); the hot-parent fan-out of a storm is additional and shown above in the storm phase.\n")
+}
+
+// stateSettings describes the state settings a run changed from the
+// defaults (bulk load 256 MiB, memtable 8 MiB, row cache 64 MiB).
+func stateSettings(s Settings) string {
+	out := "snapshot written row by row"
+	switch {
+	case s.SnapshotBulk && s.BulkLoadMB > 0:
+		out = fmt.Sprintf("snapshot bulk loaded (sort memory %d MiB)", s.BulkLoadMB)
+	case s.SnapshotBulk:
+		out = "snapshot bulk loaded (sort memory 256 MiB)"
+	}
+	if s.MemTableMB > 0 {
+		out += fmt.Sprintf(", memtable %d MiB", s.MemTableMB)
+	}
+	if s.RowCacheMB != 0 {
+		out += fmt.Sprintf(", row cache %d MiB", s.RowCacheMB)
+	}
+	return out
 }

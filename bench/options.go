@@ -83,6 +83,12 @@ type Options struct {
 	CacheMB int
 	// BatchEvents is state.batch_events (default 1000).
 	BatchEvents int
+	// NoRebuild skips the rebuild phase (engine pipeline; see rebuild.go).
+	NoRebuild bool
+	// BulkLoadMB, MemTableMB and RowCacheMB are state.bulk_load_mb,
+	// state.memtable_mb and state.row_cache_mb (0: the configuration's
+	// defaults).
+	BulkLoadMB, MemTableMB, RowCacheMB int
 	// Sync fsyncs every state commit (state.sync).
 	Sync bool
 	// Linger commits a partial batch this long after the last commit
@@ -95,6 +101,11 @@ type Options struct {
 	// KeepState.
 	Dir       string
 	KeepState bool
+	// Verify checks each point's output against the join of the tables
+	// the generators ended with (the hot parent, probes and fences left
+	// out): a difference is an error. It keeps every output row in memory
+	// (the smoke test uses it).
+	Verify bool
 	// Projection parameters for the terabyte projection.
 	Projection ProjectionInput
 	// Progress receives progress lines (every ProgressEvery; default 2s).

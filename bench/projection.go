@@ -105,6 +105,9 @@ type Measured struct {
 	CDCCPUPerEvent         float64 `json:"cdc_cpu_seconds_per_event"`
 	CDCBytesPerEvent       float64 `json:"cdc_input_bytes_per_event"`
 	CDCOutputRowsPerEvent  float64 `json:"cdc_output_rows_per_event"`
+	// RebuildCPUPerRecord is the rebuild phase's CPU per keyed record (0:
+	// not measured).
+	RebuildCPUPerRecord float64 `json:"rebuild_cpu_seconds_per_record,omitempty"`
 }
 
 // Projection is the terabyte projection's result.
@@ -134,6 +137,12 @@ type Projection struct {
 	CDCOutputRowsPerS  float64 `json:"cdc_output_rows_per_second"`
 	KeepsUp            bool    `json:"keeps_up"`
 	StatePerInstanceGB float64 `json:"state_per_instance_gb"`
+	// RebuildHoursPartition is the time one worker (one core) takes to
+	// rebuild a partition of the projected size from the compacted keyed
+	// topic; RebuildHoursInstance an instance's whole state on its usable
+	// cores (a lost disk). Zero when the rebuild was not measured.
+	RebuildHoursPartition float64 `json:"rebuild_hours_partition,omitempty"`
+	RebuildHoursInstance  float64 `json:"rebuild_hours_instance,omitempty"`
 }
 
 // Project scales measured costs to the tables described by in.
@@ -152,7 +161,10 @@ type Projection struct {
 //     instances, sink-bound time);
 //   - keep-up: peak CDC rate × CPU per CDC record / utilization in cores;
 //   - partitions: a power of two ≥ 2 per core and ≥ state / max
-//     partition state.
+//     partition state;
+//   - rebuild: one keyed record per live row, at the measured CPU per
+//     record, on one core for a partition and on an instance's usable
+//     cores for its whole state.
 func Project(in ProjectionInput, m Measured) Projection {
 	in = in.withDefaults()
 	p := Projection{Input: in, Measured: m}
@@ -192,6 +204,12 @@ func Project(in ProjectionInput, m Measured) Projection {
 	minParts = max(minParts, ceilInt(p.StateBytes/(in.MaxPartitionStateGB*1e9)))
 	p.Partitions = nextPow2(minParts)
 	p.StatePerInstanceGB = p.StateBytes / float64(p.Instances) / 1e9
+	if m.RebuildCPUPerRecord > 0 {
+		// One keyed record per live source row.
+		rows := p.ParentRows + p.ChildRows
+		p.RebuildHoursPartition = rows / float64(p.Partitions) * m.RebuildCPUPerRecord / 3600
+		p.RebuildHoursInstance = rows / float64(p.Instances) * m.RebuildCPUPerRecord / usable / 3600
+	}
 	return p
 }
 

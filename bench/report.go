@@ -47,14 +47,22 @@ type WorkloadReport struct {
 
 // Settings are the pipeline settings of the run.
 type Settings struct {
-	CacheMB     int     `json:"cache_mb"`
-	BatchEvents int     `json:"batch_events"`
-	Sync        bool    `json:"sync"`
-	LingerMs    float64 `json:"linger_ms"`
-	ProbeEvery  int     `json:"probe_every"`
-	Producers   int     `json:"producers,omitempty"`
-	Brokers     string  `json:"brokers,omitempty"`
-	Instances   int     `json:"instances,omitempty"`
+	CacheMB     int `json:"cache_mb"`
+	BatchEvents int `json:"batch_events"`
+	// BulkLoadMB, MemTableMB and RowCacheMB are the state settings (0:
+	// the configuration's defaults, 256, 8 and 64).
+	BulkLoadMB int `json:"bulk_load_mb,omitempty"`
+	MemTableMB int `json:"memtable_mb,omitempty"`
+	RowCacheMB int `json:"row_cache_mb,omitempty"`
+	// SnapshotBulk says the snapshot was bulk loaded (its rows reach the
+	// sink when the load ends).
+	SnapshotBulk bool    `json:"snapshot_bulk,omitempty"`
+	Sync         bool    `json:"sync"`
+	LingerMs     float64 `json:"linger_ms"`
+	ProbeEvery   int     `json:"probe_every"`
+	Producers    int     `json:"producers,omitempty"`
+	Brokers      string  `json:"brokers,omitempty"`
+	Instances    int     `json:"instances,omitempty"`
 }
 
 // Point is one scale point: a fresh state loaded with Rows source rows,
@@ -149,6 +157,9 @@ func (pt *Point) measured() Measured {
 		m.CDCBytesPerEvent = float64(c.InputBytes) / float64(c.Events)
 		m.CDCOutputRowsPerEvent = c.OutputRowsPerEvent
 	}
+	if rb := pt.phase(phaseRebuild); rb != nil && rb.Events > 0 {
+		m.RebuildCPUPerRecord = rb.CPUSeconds / float64(rb.Events)
+	}
 	return m
 }
 
@@ -164,16 +175,47 @@ func (r *Report) WriteFiles(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("cdcjoin: bench: %w", err)
 	}
-	charts := r.charts()
-	for name, svg := range charts {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
-			return fmt.Errorf("cdcjoin: bench: %w", err)
-		}
+	if err := r.writeCharts(dir); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(r.Markdown()), 0o644); err != nil {
 		return fmt.Errorf("cdcjoin: bench: %w", err)
 	}
 	return nil
+}
+
+func (r *Report) writeCharts(dir string) error {
+	for name, svg := range r.charts() {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
+			return fmt.Errorf("cdcjoin: bench: %w", err)
+		}
+	}
+	return nil
+}
+
+// RenderReport recomputes the projection of dir/report.json from its
+// largest point with this version, and writes report.json, REPORT.md and
+// the charts again (the measurements are unchanged).
+func RenderReport(dir string) error {
+	r, err := ReadReport(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return err
+	}
+	if len(r.Points) > 0 && r.Projection != nil {
+		pr := Project(r.Projection.Input, r.Points[len(r.Points)-1].measured())
+		r.Projection = &pr
+	}
+	return r.WriteFiles(dir)
+}
+
+// RenderCharts draws the SVG charts of dir/report.json again into dir (the
+// report's numbers, this version's drawing; REPORT.md is left as it is).
+func RenderCharts(dir string) error {
+	r, err := ReadReport(filepath.Join(dir, "report.json"))
+	if err != nil {
+		return err
+	}
+	return r.writeCharts(dir)
 }
 
 // ReadReport reads a report.json.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -16,8 +17,10 @@ import (
 // Workload.Rows), writing report.json, REPORT.md and the charts into
 // Options.Dir after each point, so an interrupted sweep keeps what it
 // measured. A point that would not fit on the disk (estimated from the
-// previous point's state bytes per row, ×3 for compaction headroom) stops
-// the sweep with Report.Stopped set. Cancelling ctx stops the point in
+// previous point's state bytes per row, ×3 for compaction headroom and the
+// bulk load's sorted runs, ×5 with the rebuild phase, which holds the
+// state, its keyed records, their runs and the rebuilt state at once)
+// stops the sweep with Report.Stopped set. Cancelling ctx stops the point in
 // progress; the report then holds the completed points and Run returns
 // ctx's error.
 func Run(ctx context.Context, o Options) (*Report, error) {
@@ -37,16 +40,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// 1e7 rows (the state holds only the selected columns, so pad widths do
 	// not change it); the ×3 below adds WAL, compaction and growth room.
 	perRow := 100.0
+	headroom := 3.0
+	if o.Pipeline == PipelineEngine && !o.NoRebuild {
+		headroom = 5
+	}
 	var runErr error
 	for _, rows := range points {
 		free, err := freeDiskBytes(o.Dir)
 		if err != nil {
 			return rep, err
 		}
-		need := uint64(float64(rows) * perRow * 3)
+		need := uint64(float64(rows) * perRow * headroom)
 		if need > free {
-			rep.Stopped = fmt.Sprintf("stopped before %s rows: needs about %.1f GB of disk (%.0f B/row × 3), %.1f GB free in %s",
-				formatRows(rows), float64(need)/1e9, perRow, float64(free)/1e9, o.Dir)
+			rep.Stopped = fmt.Sprintf("stopped before %s rows: needs about %.1f GB of disk (%.0f B/row × %g), %.1f GB free in %s",
+				formatRows(rows), float64(need)/1e9, perRow, headroom, float64(free)/1e9, o.Dir)
 			o.progress(rep.Stopped)
 			break
 		}
@@ -94,7 +101,9 @@ func newReport(o Options) *Report {
 			UserPads: w.UserPads, DomainPads: w.DomainPads, PadBytes: w.PadBytes, Schema: w.Schema, Partitions: w.Partitions,
 			StormRenames: w.StormRenames, StormGap: w.StormGap, RateSeconds: w.RateDuration.Seconds()},
 		Settings: Settings{CacheMB: o.CacheMB, BatchEvents: o.BatchEvents, Sync: o.Sync,
-			LingerMs: float64(o.Linger) / 1e6, ProbeEvery: o.ProbeEvery},
+			BulkLoadMB: o.BulkLoadMB, MemTableMB: o.MemTableMB, RowCacheMB: o.RowCacheMB,
+			SnapshotBulk: o.Pipeline == PipelineEngine && o.BulkLoadMB >= 0,
+			LingerMs:     float64(o.Linger) / 1e6, ProbeEvery: o.ProbeEvery},
 	}
 	r.Machine.Note = o.MachineNote
 	if o.Pipeline == PipelineKafka {
@@ -144,6 +153,18 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 			return pt, err
 		}
 	}
+	var verify *verifySink
+	if o.Verify {
+		if inner == nil {
+			cfg, err := jobConfig(o, stateDir, "")
+			if err != nil {
+				return pt, err
+			}
+			inner = NewNullSink(cfg.OutputNames())
+		}
+		verify = newVerifySink(inner)
+		inner = verify
+	}
 	var d driver
 	var err error
 	switch o.Pipeline {
@@ -159,6 +180,9 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 		return pt, err
 	}
 	err = runPhases(ctx, o, p, d, &pt)
+	if err == nil && verify != nil {
+		err = verify.check(d.tables())
+	}
 	if cerr := d.close(); err == nil {
 		err = cerr
 	}
@@ -173,7 +197,15 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 		o.progress(fmt.Sprintf("bench rows=%s %s: done: %d records in %.1fs, %.0f rec/s, %.0f rec/CPU-s, p99 %.1f ms, %d output rows",
 			formatRows(pt.Rows), ph.Name, ph.Events, ph.WallSeconds, ph.EventsPerSecond, ph.EventsPerCPUSecond, ph.Latency.P99Ms, ph.OutputRows))
 	}
-	ph, err := d.phase(ctx, 0, "snapshot", phaseReq{kind: phaseSnapshot}, 0)
+	// Profiles (--cpuprofile) carry the phase as a label: go tool pprof
+	// -tagfocus phase=cdc.
+	phase := func(idx int, name string, req phaseReq, rate float64) (ph Phase, err error) {
+		pprof.Do(ctx, pprof.Labels("phase", name), func(ctx context.Context) {
+			ph, err = d.phase(ctx, idx, name, req, rate)
+		})
+		return ph, err
+	}
+	ph, err := phase(0, "snapshot", phaseReq{kind: phaseSnapshot}, 0)
 	if err != nil {
 		return err
 	}
@@ -181,7 +213,7 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 	if err := d.measureState(pt, false); err != nil {
 		return err
 	}
-	ph, err = d.phase(ctx, 1, "cdc", phaseReq{kind: phaseCDC, n: p.cdc}, 0)
+	ph, err = phase(1, "cdc", phaseReq{kind: phaseCDC, n: p.cdc}, 0)
 	if err != nil {
 		return err
 	}
@@ -192,7 +224,7 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 	}
 	if rate > 0 {
 		n := int64(rate * o.Workload.RateDuration.Seconds())
-		ph, err = d.phase(ctx, 2, "cdc_rate", phaseReq{kind: phaseCDC, n: max(n, 1)}, rate)
+		ph, err = phase(2, "cdc_rate", phaseReq{kind: phaseCDC, n: max(n, 1)}, rate)
 		if err != nil {
 			return err
 		}
@@ -208,11 +240,23 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 			return err
 		}
 	case o.Workload.StormRenames > 0:
-		ph, err = d.phase(ctx, 3, "storm", phaseReq{kind: phaseStorm}, stormRate)
+		ph, err = phase(3, "storm", phaseReq{kind: phaseStorm}, stormRate)
 		if err != nil {
 			return err
 		}
 		add(&ph)
 	}
-	return d.measureState(pt, true)
+	if err := d.measureState(pt, true); err != nil {
+		return err
+	}
+	if ed, ok := d.(*engineDriver); ok && !o.NoRebuild {
+		pprof.Do(ctx, pprof.Labels("phase", phaseRebuild), func(ctx context.Context) {
+			ph, err = ed.rebuildPhase(ctx, o.Dir)
+		})
+		if err != nil {
+			return err
+		}
+		add(&ph)
+	}
+	return nil
 }

@@ -18,17 +18,24 @@ import (
 // drops the bytes: every change is encoded as a JSON line (row.Change
 // AppendJSON, the JSONL sink's format) and appended to ClickHouse-like
 // column buffers (fixed-width little-endian numbers, length-prefixed
-// strings, a null flag per value, version and sign columns). Flush
-// discards the buffers. Safe for use by one goroutine at a time.
+// strings, a null flag per value, version and sign columns). Like the
+// ClickHouse sink, which sends a batch when it holds clickhouse.batch.rows
+// rows, it discards the buffers every nullSinkBatch rows (a bulk load emits
+// millions of rows before its one Flush), and on Flush. Safe for use by one
+// goroutine at a time.
 type NullSink struct {
-	names []string
-	json  []byte
-	cols  [][]byte
-	ver   []byte
-	sign  []byte
-	bytes uint64
-	rows  uint64
+	names   []string
+	json    []byte
+	cols    [][]byte
+	ver     []byte
+	sign    []byte
+	bytes   uint64
+	rows    uint64
+	pending int // rows in the buffers
 }
+
+// nullSinkBatch is the ClickHouse sink's default batch.rows.
+const nullSinkBatch = 50000
 
 var _ sink.Sink = (*NullSink)(nil)
 
@@ -55,6 +62,9 @@ func (s *NullSink) Write(_ context.Context, cs []row.Change) error {
 		}
 		s.sign = append(s.sign, sign)
 		s.rows++
+		if s.pending++; s.pending >= nullSinkBatch {
+			s.drop()
+		}
 	}
 	return nil
 }
@@ -76,13 +86,18 @@ func appendColumn(b []byte, v row.Value) []byte {
 
 // Flush drops the encoded buffers, counting their bytes.
 func (s *NullSink) Flush(context.Context) error {
+	s.drop()
+	return nil
+}
+
+func (s *NullSink) drop() {
 	s.bytes += uint64(len(s.json) + len(s.ver) + len(s.sign))
 	for i := range s.cols {
 		s.bytes += uint64(len(s.cols[i]))
 		s.cols[i] = s.cols[i][:0]
 	}
 	s.json, s.ver, s.sign = s.json[:0], s.ver[:0], s.sign[:0]
-	return nil
+	s.pending = 0
 }
 
 // Close does nothing.

@@ -60,11 +60,16 @@ type source struct {
 	wg   sync.WaitGroup
 	stop context.CancelFunc
 
-	synth   *synth
-	synOff  [2]int64 // next synthetic offset: users, domains
-	renames int
-	cpu0    float64 // the source thread's CPU seconds when it started (source goroutine only)
-	tsMs    int64
+	synth  *synth
+	synOff [2]int64 // next synthetic offset: users, domains
+	// atCheckpoint: the last generated record left the consumer at a
+	// consistent DB state (cdcgen's Checkpoint); toCheckpoint makes every
+	// phase end there, so the generator's Tables match what was consumed
+	// (Options.Verify).
+	atCheckpoint, toCheckpoint bool
+	renames                    int
+	cpu0                       float64 // the source thread's CPU seconds when it started (source goroutine only)
+	tsMs                       int64
 }
 
 const batchRecords = 512
@@ -203,6 +208,7 @@ func (s *source) next(e *emitter) bool {
 	if !ok {
 		return true // cdcgen's Ops is effectively unbounded
 	}
+	s.atCheckpoint = r.Checkpoint
 	return e.add(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.TsMs)
 }
 
@@ -254,6 +260,11 @@ func (s *source) run(ctx context.Context, r phaseReq) bool {
 					return false
 				}
 			}
+		}
+	}
+	for s.toCheckpoint && !s.atCheckpoint {
+		if !s.next(e) {
+			return false
 		}
 	}
 	return e.flush(true)

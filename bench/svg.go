@@ -16,11 +16,15 @@ type series struct {
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
 
 const (
-	chartW, chartH         = 720, 360
-	padL, padR, padT, padB = 80, 20, 40, 50
+	chartW, chartH   = 720, 380
+	padL, padR, padB = 80, 20, 50
+	titleY           = 22 // title baseline; the legend rows follow, then the plot
+	legendY          = 34 // top of the first legend row
+	legendRow        = 18
 )
 
-// niceTicks returns about n round tick values covering [lo, hi].
+// niceTicks returns about n round tick values covering [lo, hi]: the last
+// one is at least hi.
 func niceTicks(lo, hi float64, n int) []float64 {
 	if hi <= lo {
 		hi = lo + 1
@@ -35,12 +39,14 @@ func niceTicks(lo, hi float64, n int) []float64 {
 		}
 	}
 	var t []float64
-	for v := math.Floor(lo/step) * step; v <= hi+step/1e9; v += step {
+	for v := math.Floor(lo/step) * step; ; v += step {
 		if v >= lo-step/1e9 {
 			t = append(t, v)
 		}
+		if v >= hi-step/1e9 {
+			return t
+		}
 	}
-	return t
 }
 
 // fmtNum renders axis numbers compactly: 1.5M, 20k, 0.25.
@@ -68,13 +74,21 @@ func trimZero(s string) string {
 	return s
 }
 
-type svgDoc struct{ b strings.Builder }
+// svgDoc is a chart: the title, then the legend rows, then the plot area
+// (from plotTop down to chartH-padB), so that neither covers the data.
+type svgDoc struct {
+	b       strings.Builder
+	plotTop float64
+}
 
-func newSVG(title string) *svgDoc {
+// newSVG starts a chart titled title with a legend of names above the plot.
+func newSVG(title string, names []string) *svgDoc {
 	d := &svgDoc{}
 	fmt.Fprintf(&d.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", chartW, chartH, chartW, chartH)
 	fmt.Fprintf(&d.b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&d.b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", padL, html.EscapeString(title))
+	fmt.Fprintf(&d.b, `<text x="%d" y="%d" font-size="15" font-weight="bold">%s</text>`+"\n", padL, titleY, html.EscapeString(title))
+	rows := d.legend(names)
+	d.plotTop = float64(legendY+rows*legendRow) + 14
 	return d
 }
 
@@ -88,10 +102,11 @@ func (d *svgDoc) line(x1, y1, x2, y2 float64, stroke string, width float64) {
 
 func (d *svgDoc) end() string { d.b.WriteString("</svg>\n"); return d.b.String() }
 
-// axes draws the frame, y ticks and labels; returns the y mapping.
+// axes draws the frame, y ticks and labels; returns the y mapping. The top
+// tick is at least ymax, so every value fits in the plot.
 func (d *svgDoc) axes(xlabel, ylabel string, ymax float64) (func(float64) float64, []float64) {
 	x0, x1 := float64(padL), float64(chartW-padR)
-	y0, y1 := float64(chartH-padB), float64(padT)
+	y0, y1 := float64(chartH-padB), d.plotTop
 	ticks := niceTicks(0, ymax, 5)
 	top := ticks[len(ticks)-1]
 	if top <= 0 {
@@ -109,19 +124,37 @@ func (d *svgDoc) axes(xlabel, ylabel string, ymax float64) (func(float64) float6
 	return ym, ticks
 }
 
-func (d *svgDoc) legend(names []string) {
-	x := float64(padL + 10)
-	for i, n := range names {
-		c := palette[i%len(palette)]
-		fmt.Fprintf(&d.b, `<rect x="%.1f" y="%d" width="12" height="12" fill="%s"/>`+"\n", x, padT-2, c)
-		d.text(x+16, float64(padT+8), "start", n, "")
-		x += 24 + 7*float64(len(n))
+// legend draws the series names in rows under the title and returns the
+// number of rows.
+func (d *svgDoc) legend(names []string) int {
+	if len(names) == 0 {
+		return 0
 	}
+	x, row := float64(padL), 0
+	for i, n := range names {
+		w := 24 + 7*float64(len(n))
+		if x > padL && x+w > chartW-padR {
+			x, row = padL, row+1
+		}
+		y := float64(legendY + row*legendRow)
+		fmt.Fprintf(&d.b, `<rect x="%.1f" y="%.1f" width="12" height="12" fill="%s"/>`+"\n", x, y, palette[i%len(palette)])
+		d.text(x+16, y+10, "start", n, "")
+		x += w
+	}
+	return row + 1
+}
+
+func names(ss []series) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.name)
+	}
+	return out
 }
 
 // lineChart plots series against x (log10 x when logX; x must be > 0).
 func lineChart(title, xlabel, ylabel string, logX bool, ss []series) string {
-	d := newSVG(title)
+	d := newSVG(title, names(ss))
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
 	for _, s := range ss {
 		for i, x := range s.xs {
@@ -162,10 +195,8 @@ func lineChart(title, xlabel, ylabel string, logX bool, ss []series) string {
 			d.text(xm(t), float64(chartH-padB+16), "middle", fmtNum(t), "")
 		}
 	}
-	var names []string
 	for i, s := range ss {
 		c := palette[i%len(palette)]
-		names = append(names, s.name)
 		var pts []string
 		for j := range s.xs {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", xm(s.xs[j]), ym(s.ys[j])))
@@ -177,14 +208,13 @@ func lineChart(title, xlabel, ylabel string, logX bool, ss []series) string {
 			}
 		}
 	}
-	d.legend(names)
 	return d.end()
 }
 
 // barChart draws grouped bars: groups along x, one bar per series in each
 // group (series.ys[i] is the value in group i).
 func barChart(title, ylabel string, groups []string, ss []series) string {
-	d := newSVG(title)
+	d := newSVG(title, names(ss))
 	ymax := 0.0
 	for _, s := range ss {
 		for _, y := range s.ys {
@@ -195,9 +225,7 @@ func barChart(title, ylabel string, groups []string, ss []series) string {
 	x0, x1 := float64(padL), float64(chartW-padR)
 	gw := (x1 - x0) / float64(max(1, len(groups)))
 	bw := gw * 0.8 / float64(max(1, len(ss)))
-	var names []string
 	for i, s := range ss {
-		names = append(names, s.name)
 		for g := range groups {
 			if g >= len(s.ys) {
 				continue
@@ -211,6 +239,5 @@ func barChart(title, ylabel string, groups []string, ss []series) string {
 	for g, name := range groups {
 		d.text(x0+float64(g)*gw+gw/2, float64(chartH-padB+16), "middle", name, "")
 	}
-	d.legend(names)
 	return d.end()
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	json "github.com/goccy/go-json"
+
+	"github.com/cdcjoin/cdcjoin/internal/testenv"
 )
 
 // realFixture reads the records captured from a real Debezium 3.6.1 (see
@@ -16,7 +18,7 @@ import (
 func realFixture(t *testing.T, name string) [][]byte {
 	f, err := os.Open("../debezium/testdata/real/" + name)
 	if err != nil {
-		t.Skipf("real Debezium fixtures not available: %v", err)
+		testenv.Unavailable(t, "real Debezium fixtures not available: %v", err)
 	}
 	defer f.Close()
 	var lines [][]byte

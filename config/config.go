@@ -135,13 +135,26 @@ type State struct {
 	// (default 1000). Larger batches amortize the commit; smaller ones bound
 	// the work redone after a crash.
 	BatchEvents int `yaml:"batch_events"`
+	// BulkLoadMB is the memory, in MiB, of a bulk load's sort buffers
+	// (default 256; -1 turns bulk loading off). A new state loads its
+	// initial snapshot (op=r records before streaming starts), and a keyed
+	// partition is rebuilt from the keyed topic, by sorting instead of row
+	// by row: records are sorted in buffers of this size, spilled to disk
+	// in sorted runs (under state.dir), merged, and written as sorted
+	// tables. A load holds at most this much plus 256 KiB per spilled run
+	// while merging, and needs about twice the input's projected size in
+	// free disk for its runs.
+	BulkLoadMB int `yaml:"bulk_load_mb"`
 	// Sync makes every batch commit fsync pebble's WAL (default false).
-	// Without it a commit survives a process crash (kill -9) but an OS crash
-	// or power loss may drop the newest batches; state and positions still
-	// roll back together, and reprocessing from the older positions emits the
-	// same changes with the same versions, which the upsert sink absorbs.
-	// Turn it on to bound that replay (and for changelog sinks on servers
-	// without insert deduplication), at the cost of an fsync per batch.
+	// Without it a crash (kill -9 included: pebble writes its WAL from a
+	// buffer) or power loss may drop the newest batches; state and
+	// positions still roll back together, and reprocessing from the older
+	// positions emits the same changes with the same versions, which the
+	// sinks absorb (upsert by version, changelog by delivery markers). Turn
+	// it on to bound that replay, at the cost of an fsync per batch.
+	// The single-process engine (replay, bench) fsyncs behind its commits:
+	// a commit is durable before the next one completes, so at most the
+	// newest batch may be lost, and processing goes on during the fsync.
 	Sync bool `yaml:"sync"`
 }
 
@@ -317,6 +330,9 @@ func (c *Config) EnsureDefaults() {
 	if c.State.BatchEvents == 0 {
 		c.State.BatchEvents = 1000
 	}
+	if c.State.BulkLoadMB == 0 {
+		c.State.BulkLoadMB = 256
+	}
 	if c.Errors.Policy == "" {
 		c.Errors.Policy = PolicyStop
 	}
@@ -388,6 +404,9 @@ func (c *Config) validate(p *Problems) {
 	}
 	if c.State.BatchEvents < 0 {
 		c.add(p, "state.batch_events must be positive", "state", "batch_events")
+	}
+	if c.State.BulkLoadMB < -1 {
+		c.add(p, "state.bulk_load_mb must be positive, or -1 to turn bulk loading off", "state", "bulk_load_mb")
 	}
 	switch c.Errors.Policy {
 	case PolicyStop:

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,7 +30,9 @@ type Kafka struct {
 	// makes the keying stage's transactional id, so it must be unique per
 	// running instance and should be stable across restarts (a restarted
 	// instance then fences its predecessor's open transaction at once).
-	// Default: the host name.
+	// Default: the host name and a hash of the absolute state.dir
+	// ("host-1a2b3c4d"), unique per state directory on a host and stable
+	// across restarts (see DefaultInstanceID).
 	InstanceID string `yaml:"instance_id"`
 	// KeyedPartitions is the partition count of the keyed topic when
 	// cdcjoin creates it (default 0: the larger source topic's count). An
@@ -52,9 +57,19 @@ type Kafka struct {
 	// SessionTimeout of both consumer groups (default 15s): how long a dead
 	// instance keeps its partitions.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// RebalanceTimeout of both consumer groups (default 60s): how long a
+	// rebalance waits for every member to rejoin (a member killed while
+	// the group rebalances can hold the others up this long).
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	// CommitInterval is how often the join stage commits its positions to
 	// Kafka for lag monitoring (default 1s); its pebble state is the truth.
 	CommitInterval time.Duration `yaml:"commit_interval"`
+	// DrainTimeout bounds how long a join partition that stops (a
+	// rebalance revokes it, or shutdown) may take to finish and commit its
+	// batch in progress (default 10s); past it the batch is abandoned
+	// uncommitted, and its next owner redoes it. Keep it well below the
+	// group's rebalance timeout, during which a revoke must complete.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// MetricsAddr is the host:port of the /metrics, /healthz and /readyz
 	// HTTP server (default: none).
 	MetricsAddr string `yaml:"metrics_addr"`
@@ -115,11 +130,7 @@ func (k *Kafka) defaults(c *Config) {
 		k.Group = c.Name
 	}
 	if k.InstanceID == "" {
-		if h, err := os.Hostname(); err == nil && h != "" {
-			k.InstanceID = h
-		} else {
-			k.InstanceID = "cdcjoin"
-		}
+		k.InstanceID = DefaultInstanceID(c.State.Dir)
 	}
 	if k.ReplicationFactor == 0 {
 		k.ReplicationFactor = -1
@@ -135,6 +146,12 @@ func (k *Kafka) defaults(c *Config) {
 	}
 	if k.CommitInterval == 0 {
 		k.CommitInterval = time.Second
+	}
+	if k.RebalanceTimeout == 0 {
+		k.RebalanceTimeout = time.Minute
+	}
+	if k.DrainTimeout == 0 {
+		k.DrainTimeout = min(10*time.Second, k.RebalanceTimeout/2)
 	}
 }
 
@@ -174,10 +191,15 @@ func (k *Kafka) validate(c *Config, p *Problems) {
 		{"transaction_timeout", k.TransactionTimeout, time.Second},
 		{"session_timeout", k.SessionTimeout, time.Second},
 		{"commit_interval", k.CommitInterval, time.Millisecond},
+		{"drain_timeout", k.DrainTimeout, time.Millisecond},
+		{"rebalance_timeout", k.RebalanceTimeout, time.Second},
 	} {
 		if d.v < d.min || d.v < 0 {
 			c.add(p, fmt.Sprintf("kafka.%s %v: must be at least %v", d.key, d.v, d.min), s, d.key)
 		}
+	}
+	if k.DrainTimeout >= k.RebalanceTimeout && k.RebalanceTimeout > 0 {
+		c.add(p, fmt.Sprintf("kafka.drain_timeout %v must be shorter than kafka.rebalance_timeout %v (a revoked partition drains during the rebalance)", k.DrainTimeout, k.RebalanceTimeout), s, "drain_timeout")
 	}
 	if k.MetricsAddr != "" {
 		if _, port, err := net.SplitHostPort(k.MetricsAddr); err != nil {
@@ -223,6 +245,29 @@ func (k *Kafka) validate(c *Config, p *Problems) {
 }
 
 var groupRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// DefaultInstanceID is the default kafka.instance_id of a job whose state
+// lives in stateDir: the host name and the first 8 hex digits of the
+// SHA-256 of the absolute state directory. Two instances on one host need
+// their own state directories anyway, so they get their own ids, and a
+// restarted instance gets its old one back.
+func DefaultInstanceID(stateDir string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "cdcjoin"
+	}
+	host = strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\n' {
+			return '-'
+		}
+		return r
+	}, host)
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(stateDir)))
+	return host + "-" + hex.EncodeToString(sum[:4])
+}
 
 // ValidateForKafka reports what the Kafka runtime needs beyond what Load
 // checks (Load accepts files without a kafka section, for `replay`). The

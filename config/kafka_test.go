@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -60,5 +61,33 @@ func TestKafkaProblems(t *testing.T) {
 	}
 	if !strings.Contains(msg, "line 7:") {
 		t.Errorf("problems carry no lines:\n%s", msg)
+	}
+}
+
+// TestDefaultInstanceID: two jobs on one host with their own state.dir get
+// their own instance ids (before: both the host name, so they fenced each
+// other's transactions); the same state.dir gets the same id again.
+func TestDefaultInstanceID(t *testing.T) {
+	parse := func(dir string) string {
+		t.Helper()
+		c, err := Parse([]byte(strings.Replace(kafkaBase, "/tmp/x", dir, 1)), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Kafka.InstanceID
+	}
+	a, b := parse("/var/lib/cdcjoin/a"), parse("/var/lib/cdcjoin/b")
+	if a == b {
+		t.Errorf("two state dirs share instance id %q", a)
+	}
+	if again := parse("/var/lib/cdcjoin/a/"); again != a {
+		t.Errorf("the same state dir got %q, then %q", a, again)
+	}
+	if host, _ := os.Hostname(); !strings.HasPrefix(a, host+"-") {
+		t.Errorf("instance id %q does not start with the host name %q", a, host)
+	}
+	c, err := Parse([]byte(kafkaBase+"kafka: {instance_id: explicit}\n"), "t.yaml")
+	if err != nil || c.Kafka.InstanceID != "explicit" {
+		t.Errorf("explicit instance_id: %v %v", c, err)
 	}
 }

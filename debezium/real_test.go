@@ -9,6 +9,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"github.com/cdcjoin/cdcjoin/internal/testenv"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -23,7 +24,7 @@ func TestRealCaptures(t *testing.T) {
 	for _, file := range []string{"schema-on.jsonl", "schema-off.jsonl"} {
 		f, err := os.Open("testdata/real/" + file)
 		if os.IsNotExist(err) {
-			t.Skipf("%s not present", file)
+			testenv.Unavailable(t, "%s not present", file)
 		}
 		if err != nil {
 			t.Fatal(err)

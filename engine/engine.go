@@ -31,10 +31,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cdcjoin/cdcjoin/bulkload"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/debezium"
@@ -74,6 +76,9 @@ type Options struct {
 	// Now is the wall clock, read once when a new state picks its version
 	// epoch (default time.Now).
 	Now func() time.Time
+	// WarmAlways makes Warmers read ahead whatever the state's size (tests;
+	// by default only while it pays: joinstate.Store.WarmingPays).
+	WarmAlways bool
 }
 
 // Stats is a snapshot of what an Engine has done.
@@ -85,6 +90,7 @@ type Stats struct {
 	Bad        uint64 // records dead-lettered
 	Commits    uint64
 	Join       keyed.Stats
+	Bulk       bulkload.Result // the snapshot's bulk load, once it ended
 	// FanOutsChunked counts fan-outs larger than skew.chunk_rows (done in
 	// chunks between later records); InputsWaited the inputs that waited
 	// behind one. Both since Open.
@@ -117,6 +123,22 @@ type Engine struct {
 	// given to every decoder made later.
 	keyTypes      []byte
 	keyTypesDirty bool
+
+	// syncEach makes every commit durable, behind it (sync.go); syncDone
+	// is the fsync in flight, if any.
+	syncEach bool
+	syncDone chan error
+
+	// warm says whether reading ahead (Warmer) pays: the state does not
+	// fit in the row cache. Set by the engine's goroutine at each commit.
+	warm atomic.Bool
+
+	// Bulk load of a new state's snapshot (bulk.go); bulk is nil when not
+	// loading.
+	bulk     *bulkload.Loader
+	bulkDir  string
+	bulkKey  []byte
+	endAfter bool // the record just loaded ends the snapshot
 }
 
 var (
@@ -157,6 +179,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	so := job.StateOptions(cfg, cfg.State.Dir)
 	so.FS = opts.FS
+	so.Sync = false // state.sync: the engine syncs behind its commits (sync.go)
 	store, err := joinstate.Open(so)
 	if err != nil {
 		return nil, err
@@ -165,7 +188,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		opts.Now = time.Now
 	}
 	e := &Engine{
-		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy,
+		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy, syncEach: cfg.State.Sync,
 		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec),
 		dec: job.NewDecoder(cfg, spec), buf: sink.NewBuffer(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
@@ -181,6 +204,13 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		store.Close()
 		return nil, fmt.Errorf("cdcjoin: state in %s: %w", cfg.State.Dir, err)
 	}
+	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 {
+		if err := e.startBulk(); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
+	e.warm.Store(opts.WarmAlways || store.WarmingPays())
 	e.txn = store.Begin()
 	e.fair = skew.NewFair(e.join, cfg.Skew.ChunkRows)
 	if err := e.fair.Load(e.txn); err != nil {
@@ -362,7 +392,10 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	}
 	e.next[tp] = r.Offset + 1
 	e.pending++
-	if e.pending >= e.cfg.State.BatchEvents {
+	if e.endAfter {
+		return e.endBulk(ctx)
+	}
+	if e.bulk == nil && e.pending >= e.cfg.State.BatchEvents {
 		return e.Checkpoint(ctx)
 	}
 	return nil
@@ -393,6 +426,11 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	}
 	e.stats.Events++
 	e.types.Observe(d.side, &d.ev)
+	if e.bulk != nil {
+		if consumed, err := e.bulkApply(ctx, d); consumed || err != nil {
+			return err
+		}
+	}
 	r := &d.Record
 	emit := e.buf.Emitter(ctx)
 	e.keyer.Partition = r.Partition
@@ -414,8 +452,13 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 
 // Commit finishes the fan-outs in progress, flushes every emitted change to
 // the sink and then commits state, version clock and positions atomically:
-// afterwards the sink holds the join of everything applied.
+// afterwards the sink holds the join of everything applied. It ends a bulk
+// load (which emits the snapshot by a merge, never by fan-outs: while
+// loading there is no fan-out in progress).
 func (e *Engine) Commit(ctx context.Context) error {
+	if e.bulk != nil {
+		return e.endBulk(ctx)
+	}
 	// A backlog of fan-outs is finished in steps, each flushed and
 	// committed, so that the sink sees it stream and a crash keeps what
 	// was done.
@@ -436,8 +479,12 @@ const drainRows = 64 << 10
 
 // Checkpoint is Commit without finishing the fan-outs in progress: they
 // are committed where they are (with the inputs waiting for them) and
-// continue after later records, or after a restart.
+// continue after later records, or after a restart. Like Commit, it ends
+// a bulk load.
 func (e *Engine) Checkpoint(ctx context.Context) error {
+	if e.bulk != nil {
+		return e.endBulk(ctx)
+	}
 	if e.pending == 0 && e.txn.Empty() {
 		return nil
 	}
@@ -466,11 +513,16 @@ func (e *Engine) Checkpoint(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := e.waitSync(); err != nil {
+		return fmt.Errorf("cdcjoin: state: sync: %w", err)
+	}
 	if err := e.txn.Commit(); err != nil {
 		return err
 	}
+	e.startSync()
 	e.stats.Commits++
 	e.pending, e.keyTypesDirty = 0, false
+	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
 	e.txn = e.store.Begin()
 	return nil
 }
@@ -478,12 +530,23 @@ func (e *Engine) Checkpoint(ctx context.Context) error {
 // Close discards uncommitted work (call Commit first to keep it) and closes
 // the state.
 func (e *Engine) Close() error {
+	serr := e.waitSync()
+	if e.bulk != nil {
+		e.bulk.Close()
+		e.bulk = nil
+	}
 	if e.txn != nil {
 		e.txn.Abort()
 		e.txn = nil
 	}
 	e.buf.Discard()
-	return e.store.Close()
+	if err := e.store.Close(); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("cdcjoin: state: sync: %w", serr)
+	}
+	return nil
 }
 
 // Final streams the materialized join from the committed state, sorted by row

@@ -19,6 +19,8 @@ const (
 
 // Run applies every record src yields, decoding on one goroutine and
 // keying/joining/committing on the calling one, so that two cores overlap.
+// While the state does not fit in the row cache, the decoding goroutine
+// also reads ahead what each record will need (Warmer).
 // The hand-off is bounded (pipelineDepth batches of pipelineBatchSize
 // records, recycled), so memory stays flat whatever the input size.
 //
@@ -43,6 +45,8 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 		defer wg.Done()
 		defer close(full)
 		dec := e.NewDecoder()
+		wm := e.NewWarmer()
+		defer wm.Close()
 		var b *pipelineBatch
 		send := func() bool {
 			select {
@@ -63,6 +67,7 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 				}
 			}
 			Decode(dec, r, &b.recs[b.n])
+			wm.Warm(&b.recs[b.n])
 			b.n++
 			if b.n == len(b.recs) && !send() {
 				return errStopped

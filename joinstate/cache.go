@@ -180,6 +180,14 @@ func (c *rowCache) rollback(undo []undoEntry) {
 	}
 }
 
+// reset empties the cache: nothing is held, no keyspace is complete. Only
+// call it with no Txn open.
+func (c *rowCache) reset() {
+	clear(c.idx)
+	c.slabs, c.used, c.live = nil, 0, 0
+	c.complete = [maxCompleteGens]int64{-1, -1, -1, -1}
+}
+
 // completeFor reports whether generation gen of the keyspace of prefix is
 // held completely.
 func (c *rowCache) completeFor(prefix byte, gen uint64) bool {
@@ -207,6 +215,40 @@ func (c *rowCache) evicted(key []byte) {
 	}
 }
 
+// purge drops the entries of old generations and, when their bytes made up
+// most of the slabs, copies the survivors into fresh slabs. Only call it
+// with no Txn open.
+func (c *rowCache) purge(gens *generations) {
+	c.dropOld(gens)
+	if c.used > 2*c.live+slabBytes {
+		c.compact()
+	}
+}
+
+// dropOld drops the entries of old generations.
+func (c *rowCache) dropOld(gens *generations) {
+	for h, ref := range c.idx {
+		k, _, v := c.entry(ref)
+		if gen, isState := keyGen(k); isState && gen != gens[genSlot(k[0])] {
+			delete(c.idx, h)
+			c.live -= entrySize(k, v) + idxEntryBytes
+		}
+	}
+}
+
+// compact copies the live entries into fresh slabs and a fresh index (a Go
+// map never shrinks: one sized for entries long gone costs cache misses).
+func (c *rowCache) compact() {
+	old := c.slabs
+	idx := make(map[uint64]uint64, len(c.idx))
+	c.slabs, c.used = nil, 0
+	for h, ref := range c.idx {
+		k, p, v := entryAt(old[ref>>32][uint32(ref):])
+		idx[h] = c.appendEntry(k, p, v)
+	}
+	c.idx = idx
+}
+
 // evict brings the cache under budget when the slabs outgrow it: entries of
 // old generations go first, then random ones (map order) until the live
 // entries take 70% of the budget; the survivors are copied into fresh slabs.
@@ -215,13 +257,7 @@ func (c *rowCache) evict(gens *generations) {
 	if c.used+len(c.idx)*idxEntryBytes <= c.max {
 		return
 	}
-	for h, ref := range c.idx { // old generations first
-		k, _, v := c.entry(ref)
-		if gen, isState := keyGen(k); isState && gen != gens[genSlot(k[0])] {
-			delete(c.idx, h)
-			c.live -= entrySize(k, v) + idxEntryBytes
-		}
-	}
+	c.dropOld(gens) // old generations first
 	target := c.max * 7 / 10
 	for h, ref := range c.idx {
 		if c.live <= target {
@@ -232,12 +268,7 @@ func (c *rowCache) evict(gens *generations) {
 		delete(c.idx, h)
 		c.live -= entrySize(k, v) + idxEntryBytes
 	}
-	old := c.slabs
-	c.slabs, c.used = nil, 0
-	for h, ref := range c.idx {
-		k, p, v := entryAt(old[ref>>32][uint32(ref):])
-		c.idx[h] = c.appendEntry(k, p, v)
-	}
+	c.compact()
 }
 
 func entryAt(b []byte) (key []byte, present bool, val []byte) {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -37,6 +39,8 @@ kafka:
 `
 
 type jobOpts struct {
+	// instance is kafka.instance_id: "i0" when empty; "-" leaves it unset
+	// (the default, derived from the host name and state.dir).
 	name, join, policy, dlq, brokers, instance string
 	parentTopic, childTopic                    string
 	stateDir                                   string
@@ -58,8 +62,11 @@ func jobConfig(t testing.TB, o jobOpts) *config.Config {
 	if o.batch == 0 {
 		o.batch = 500
 	}
-	if o.instance == "" {
+	switch o.instance {
+	case "":
 		o.instance = "i0"
+	case "-":
+		o.instance = `""`
 	}
 	if o.parentTopic == "" {
 		o.parentTopic, o.childTopic = cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic
@@ -206,16 +213,11 @@ func (s *modelSink) Close() error { return nil }
 
 func (m *model) apply(c row.Change) cdcgen.RowKey {
 	m.changes++
-	key := cdcgen.RowKey{Parent: keyText(c.ParentKey)}
-	if c.ChildKey == nil {
-		key.Padded = true
-	} else {
-		key.Child = keyText(c.ChildKey)
-	}
-	vals, prev := texts(c.Values), texts(c.Prev)
-	if err := m.rmt.Apply(key, c.Version, c.Op == row.Retract, vals); err != nil && m.err == nil {
+	key, err := m.rmt.ApplyChange(&c)
+	if err != nil && m.err == nil {
 		m.err = err
 	}
+	vals, prev := texts(c.Values), texts(c.Prev)
 	switch {
 	case c.Op == row.Retract:
 		m.vcmt.Apply(key, c.PrevVersion, -1, vals)
@@ -258,14 +260,6 @@ func (m *model) changelog() ([]cdcgen.JoinedRow, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.vcmt.Live()
-}
-
-func keyText(vs []row.Value) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = v.Text()
-	}
-	return strings.Join(parts, ",")
 }
 
 func cloneChange(c row.Change) row.Change {
@@ -364,3 +358,57 @@ func oracle(h *cdcgen.History, left bool) []cdcgen.JoinedRow {
 }
 
 func brokersOf(c *kfake.Cluster) string { return strings.Join(c.ListenAddrs(), ", ") }
+
+// waitFor polls cond until it holds, failing the test after d: a wait on a
+// condition, not a sleep that hopes the condition holds by then.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clusterSeed returns the seed of a randomized test: CDCJOIN_SEED when set
+// (to reproduce a failure), else one from the clock. It is logged first,
+// with the command that reruns it.
+func clusterSeed(t testing.TB) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano() % 1000
+	if s := os.Getenv("CDCJOIN_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CDCJOIN_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (rerun with CDCJOIN_SEED=%d go test -run '^%s$' ./kafkarun)", seed, seed, t.Name())
+	return seed
+}
+
+// groupMembers returns how many members group has.
+func groupMembers(t testing.TB, c *kfake.Cluster, group string) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	gs, err := kadm.NewClient(cl).DescribeGroups(context.Background(), group)
+	if err != nil {
+		return 0
+	}
+	g, ok := gs[group]
+	if !ok || g.Err != nil {
+		return 0
+	}
+	return len(g.Members)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

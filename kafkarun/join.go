@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,7 +18,6 @@ import (
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
-	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/skew"
 	"github.com/cdcjoin/cdcjoin/version"
@@ -34,7 +32,8 @@ import (
 // the AdjustFetchOffsetsFn hook (which also chooses where each partition
 // starts) and stopped in the revoke/lost callbacks, which BlockRebalanceOnPoll
 // runs only between polls; stopping waits for the worker's batch in
-// progress. Kafka offset commits (for lag monitoring) are made only between
+// progress, at most kafka.drain_timeout (then the batch is abandoned
+// uncommitted). Kafka offset commits (for lag monitoring) are made only between
 // poll and AllowRebalance, for owned partitions, and on revocation after the
 // worker stopped -- never on loss.
 type joinStage struct {
@@ -43,7 +42,8 @@ type joinStage struct {
 	log     *slog.Logger
 	m       *metrics.Metrics
 	topic   string
-	newSink func(partition int32) (sink.Sink, error)
+	topicID string // the keyed topic's id (a recreated topic has another)
+	newSink func(context.Context, SinkFor) (sink.Sink, error)
 	cl      *kgo.Client
 	fatal   chan error // first worker error (cap 1)
 	base    []kgo.Opt  // client options (the workers' forwarders)
@@ -54,11 +54,13 @@ type joinStage struct {
 	mu        sync.Mutex
 	workers   map[int32]*worker
 	committed map[int32]int64 // last offset committed to Kafka per owned partition
+
+	sinks sinkTotals // counters of the sinks of removed partitions
 }
 
-func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink func(int32) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
+func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, top topology, newSink func(context.Context, SinkFor) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
 	j := &joinStage{
-		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(),
+		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(), topicID: top.keyedID,
 		newSink: newSink, fatal: make(chan error, 1), base: base,
 		workers: map[int32]*worker{}, committed: map[int32]int64{},
 	}
@@ -68,9 +70,21 @@ func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, newSink 
 		kgo.ConsumeTopics(j.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// The keyed topic is transactional: every transaction ends in a
+		// control record (its commit or abort marker). Workers see them to
+		// move their positions past them, so that a caught-up partition's
+		// position is its end and the lag reaches 0.
+		kgo.KeepControlRecords(),
+		// A paused partition, once resumed, is fetched again only after the
+		// fetch in flight for the other partitions returns; when those are
+		// idle that takes the whole fetch wait (franz-go's default is 5 s),
+		// and a backlog's tail drained at a trickle. Keep the wait short.
+		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(kc.SessionTimeout),
+		kgo.HeartbeatInterval(heartbeat(kc.SessionTimeout)),
+		kgo.RebalanceTimeout(kc.RebalanceTimeout),
 		kgo.AdjustFetchOffsetsFn(j.assign),
 		kgo.OnPartitionsRevoked(j.revoke),
 		kgo.OnPartitionsLost(j.lose),
@@ -138,15 +152,13 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		st.Close()
 		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
 	}
-	sk, err := j.newSink(p)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("cdcjoin: join: sink for partition %d: %w", p, err)
-	}
+	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.topicID}
 	w := &worker{
-		j: j, p: p, store: st, sink: sk, buf: sink.NewBuffer(sk, writeChunk),
-		emitFrom: committed, clock: clock, pacer: skew.Pacer{Now: time.Now},
-		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
+		j: j, p: p, store: st,
+		open:     func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
+		emitFrom: committed, forwardFrom: committed, clock: clock, dir: dir, hasState: has,
+		pacer: skew.Pacer{Now: time.Now},
+		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	t := st.Begin()
 	err = w.newRouter(t, !has)
@@ -156,10 +168,10 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		t.Abort()
 	}
 	if err != nil {
-		sk.Close()
 		st.Close()
 		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
 	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if !has {
 		pos = -1
 	}
@@ -207,7 +219,7 @@ func (j *joinStage) stopWorkers(parts []int32) {
 	}
 	j.mu.Unlock()
 	for _, w := range ws {
-		close(w.stop)
+		w.requestStop()
 	}
 	for _, w := range ws {
 		<-w.done
@@ -248,8 +260,11 @@ func (j *joinStage) remove(p int32) {
 		return
 	}
 	w.fwd.close()
-	if err := w.sink.Close(); err != nil {
-		j.log.Warn("closing sink", "partition", p, "err", err)
+	j.sinks.closed(&w.stats)
+	if w.sink != nil {
+		if err := w.sink.Close(); err != nil {
+			j.log.Warn("closing sink", "partition", p, "err", err)
+		}
 	}
 	if err := w.store.Close(); err != nil {
 		j.log.Warn("closing state", "partition", p, "err", err)
@@ -346,12 +361,16 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 	lastCommit := time.Now()
 	max := j.cfg.State.BatchEvents
 	var errs errWindow
+	stuckLimit := stuckAfter(j.cfg)
 	for {
 		select {
 		case err := <-j.fatal:
 			j.fail(err) // keep it for run
 			return nil
 		default:
+		}
+		if p, d, ok := j.stuck(time.Now(), stuckLimit); ok {
+			return fmt.Errorf("cdcjoin: join partition %d has been in one batch for %v: stuck (the sink or the state disk does not answer); stopping", p, d.Round(time.Second))
 		}
 		j.deliverPending(pending)
 		// Poll with a deadline so that positions reach Kafka (lag
@@ -443,6 +462,33 @@ func (j *joinStage) deliverPending(pending map[int32][][]*kgo.Record) {
 	}
 }
 
+// fetchMaxWait is the join consumer's fetch wait (see newJoinStage).
+const fetchMaxWait = 250 * time.Millisecond
+
+// SinkFor describes the keyed partition a sink is opened for
+// (Options.NewSink).
+type SinkFor struct {
+	Partition int32
+	// Stream names the partition's input for sinks that store delivered
+	// positions with the data (clickhouse.Options.Stream): the keyed
+	// topic, the partition and the topic's id, so that a recreated keyed
+	// topic, whose offsets start over, is another stream.
+	Stream string
+}
+
+// stuck returns a worker whose batch in progress has run for longer than
+// limit, and for how long.
+func (j *joinStage) stuck(now time.Time, limit time.Duration) (int32, time.Duration, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for p, w := range j.workers {
+		if d := w.busyFor(now); d > limit {
+			return p, d, true
+		}
+	}
+	return 0, 0, false
+}
+
 func max64(a, b int64) int64 {
 	if a > b {
 		return a
@@ -464,196 +510,3 @@ func loadClock(st *joinstate.Store, legacyEpoch uint64) (version.Clock, error) {
 	var c version.Clock
 	return c, c.UnmarshalBinary(b)
 }
-
-// worker joins one keyed partition. It owns its store and sink.
-type worker struct {
-	j        *joinStage
-	p        int32
-	store    *joinstate.Store
-	sink     sink.Sink
-	buf      *sink.Buffer
-	router   *skew.Router // the join, fair fan-out, hot keys
-	fwd      *forwarder   // the router's records
-	pacer    skew.Pacer
-	emitFrom int64 // records below this offset were emitted by an earlier owner
-	clock    version.Clock
-
-	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
-	quiet atomic.Int64 // the last durable position without work in progress (-1: none)
-	hot   atomic.Pointer[hotSnapshot]
-	in    chan []*kgo.Record
-	stop  chan struct{}
-	done  chan struct{}
-
-	fan      int
-	upserts  int
-	retracts int
-	input    keyed.Input
-	fw       skew.Forward
-	stats    skew.RouterStats // the router's, as of the last commit (metrics deltas)
-}
-
-func (w *worker) stopAndWait() {
-	close(w.stop)
-	<-w.done
-}
-
-func (w *worker) run() {
-	defer close(w.done)
-	for {
-		select {
-		case <-w.stop:
-			w.finishWork()
-			return
-		default:
-		}
-		var err error
-		if w.router.Runnable() {
-			// Work in progress: input first, else a step of it.
-			select {
-			case <-w.stop:
-				w.finishWork()
-				return
-			case recs := <-w.in:
-				err = w.process(recs)
-			default:
-				err = w.idle()
-			}
-		} else {
-			select {
-			case <-w.stop:
-				return
-			case recs := <-w.in:
-				err = w.process(recs)
-			}
-		}
-		if err != nil {
-			w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-			w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
-			return
-		}
-	}
-}
-
-const writeChunk = 1024
-
-// process applies one batch in one state transaction (with steps of the
-// work in progress, paced), writes the changes to the sink (in chunks, so a
-// fan-out of millions streams), flushes it, commits the router's records
-// to Kafka and only then commits the state with the new position and
-// version clock. On error nothing of the batch is committed.
-func (w *worker) process(recs []*kgo.Record) error {
-	ctx := context.Background()
-	pos := w.pos.Load()
-	t := w.store.Begin()
-	defer t.Abort()
-	defer w.fwd.abort()
-	clock := w.clock // committed with the batch, or dropped with it
-	defer w.buf.Discard()
-	emit := w.emitter(ctx)
-	rebuilt := 0
-	start := time.Now()
-	for _, r := range recs {
-		if r.Offset < pos {
-			continue // already applied (redelivered after a rewind)
-		}
-		quiet := r.Offset < w.emitFrom
-		e := emit
-		if quiet {
-			e = discard
-			rebuilt++
-		}
-		if w.router.Quiet = quiet; quiet && w.router.Busy() {
-			// Work left by this store's earlier run, which the
-			// previous owner has emitted: finish it silently.
-			if err := w.router.Drain(t, discard); err != nil {
-				return err
-			}
-		}
-		w.fan = 0
-		if err := w.apply(t, r, &clock, e); err != nil {
-			return err
-		}
-		if !quiet {
-			w.j.m.FanOut.Observe(float64(w.fan))
-		}
-	}
-	w.router.Quiet = false
-	last := recs[len(recs)-1].Offset
-	if last < pos {
-		return nil
-	}
-	if last+1 >= w.emitFrom {
-		w.pacer.Earn(time.Since(start))
-		if err := w.step(t, 0, emit); err != nil {
-			return err
-		}
-	}
-	if err := w.finish(ctx, t, clock, last+1); err != nil {
-		return err
-	}
-	if rebuilt > 0 {
-		w.j.m.StateRebuilt.Add(float64(rebuilt))
-	}
-	return nil
-}
-
-// emitter returns the batch's emit function (into the sink buffer,
-// counting).
-func (w *worker) emitter(ctx context.Context) keyed.Emit {
-	bufEmit := w.buf.Emitter(ctx)
-	w.upserts, w.retracts = 0, 0
-	return func(c *row.Change) error {
-		w.fan++
-		if c.Op == row.Upsert {
-			w.upserts++
-		} else {
-			w.retracts++
-		}
-		return bufEmit(c)
-	}
-}
-
-// finish ends a batch: position next and clock into the state, the sink
-// flushed, the router's records committed to Kafka, the state committed.
-func (w *worker) finish(ctx context.Context, t *joinstate.Txn, clock version.Clock, next int64) error {
-	if err := t.SetPosition(w.j.topic, w.p, next); err != nil {
-		return err
-	}
-	cb, _ := clock.MarshalBinary()
-	if err := t.SetMeta(metaClock, cb); err != nil {
-		return err
-	}
-	start := time.Now()
-	n, err := w.buf.Flush(ctx)
-	if err != nil {
-		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
-		return fmt.Errorf("sink: %w", err)
-	}
-	if n > 0 {
-		w.j.m.SinkFlushSeconds.Observe(time.Since(start).Seconds())
-		w.j.m.SinkBatchChanges.Observe(float64(n))
-		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
-		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
-	}
-	if _, err := w.fwd.commit(ctx); err != nil {
-		w.j.m.Errors.WithLabelValues("join", "forward").Inc()
-		return err
-	}
-	if err := t.Commit(); err != nil {
-		return err
-	}
-	w.clock = clock
-	w.pos.Store(next)
-	if !w.router.Busy() {
-		w.quiet.Store(next)
-	}
-	st := w.router.Stats
-	w.j.sm.Forwarded.Add(float64(st.Forwards + st.Proposals - w.stats.Forwards - w.stats.Proposals))
-	w.j.sm.Duplicates.Add(float64(st.Duplicate - w.stats.Duplicate))
-	w.stats = st
-	w.publishHot()
-	return nil
-}
-
-func discard(*row.Change) error { return nil }

@@ -79,10 +79,22 @@ func (g kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	g.l.Log(context.Background(), lv, "kafka: "+msg, keyvals...)
 }
 
+// heartbeat is the consumer groups' heartbeat interval: franz-go's 3 s, or
+// a third of a shorter session timeout (franz-go refuses a heartbeat
+// interval longer than the session timeout, which the configuration allows
+// down to 1 s).
+func heartbeat(session time.Duration) time.Duration {
+	return min(3*time.Second, session/3)
+}
+
 // topology is what setup found or created.
 type topology struct {
 	parentParts, childParts int32
 	keyedParts              int32
+	keyedID                 string // the keyed topic's id
+	// limits is max.message.bytes of the topics the keying stage writes
+	// to (the internal topics and the dead-letter topic).
+	limits map[string]int
 }
 
 // setup checks that the brokers answer and the source topics exist, and
@@ -122,6 +134,11 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		map[string]*string{"cleanup.policy": &compact, "min.compaction.lag.ms": &lag}, log); err != nil {
 		return top, err
 	}
+	ds, err := adm.ListTopics(ctx, k.KeyedTopic())
+	if err != nil {
+		return top, fmt.Errorf("cdcjoin: describe topic %s: %w", k.KeyedTopic(), err)
+	}
+	top.keyedID = ds[k.KeyedTopic()].ID.String()
 	n, err := ensureTopic(ctx, adm, k.ChildIndexTopic(), top.childParts, int16(k.ReplicationFactor),
 		map[string]*string{"cleanup.policy": &compact}, log)
 	if err != nil {
@@ -140,11 +157,14 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the parent index needs one per parent partition (add partitions to it)",
 			k.ParentIndexTopic(), n, cfg.Parent.Topic, top.parentParts)
 	}
+	written := []string{k.KeyedTopic(), k.ChildIndexTopic(), k.ParentIndexTopic()}
 	if cfg.Errors.Policy == config.PolicyDLQ {
 		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(k.ReplicationFactor), nil, log); err != nil {
 			return top, err
 		}
+		written = append(written, cfg.Errors.DLQTopic)
 	}
+	top.limits = messageLimits(ctx, adm, log, written...)
 	return top, nil
 }
 

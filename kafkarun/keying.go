@@ -57,6 +57,7 @@ type keying struct {
 	adm  *kadm.Client
 	top  topology
 	sess *kgo.GroupTransactSession
+	txid string // the session's transactional id
 
 	dec     *job.Decoder
 	keyer   *keyed.Keyer
@@ -80,6 +81,8 @@ type keying struct {
 	// logged is, per source partition, the changelog offset after the last
 	// index record the transaction in progress produced (under pmu).
 	logged map[sourcePart]int64
+
+	scratch []byte // for keyedSize
 }
 
 func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
@@ -101,6 +104,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		k.policy.Writer = k
 	}
 	kc := &cfg.Kafka
+	k.txid = kc.Group + "-keying-" + kc.InstanceID
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(kc.KeyingGroup()),
 		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
@@ -109,9 +113,12 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		kgo.RequireStableFetchOffsets(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(kc.SessionTimeout),
-		kgo.TransactionalID(kc.Group+"-keying-"+kc.InstanceID),
+		kgo.HeartbeatInterval(heartbeat(kc.SessionTimeout)),
+		kgo.RebalanceTimeout(kc.RebalanceTimeout),
+		kgo.TransactionalID(k.txid),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytesFn(batchLimit(top.limits)),
 		kgo.OnPartitionsRevoked(k.dropPartitions),
 		kgo.OnPartitionsLost(k.dropPartitions),
 	)
@@ -225,7 +232,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		return rerr
 	}
 	if err := k.sess.Begin(); err != nil {
-		return fmt.Errorf("cdcjoin: keying: begin transaction: %w", err)
+		return fenced(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), &k.cfg.Kafka, k.txid)
 	}
 	k.perr = nil
 	clear(k.logged)
@@ -255,12 +262,12 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		if aerr != nil {
 			k.log.Warn("abort transaction", "err", aerr)
 		}
-		return err
+		return fenced(err, &k.cfg.Kafka, k.txid)
 	}
 	committed, err := k.sess.End(ectx, kgo.TryCommit)
 	if err != nil {
 		k.abortTxns()
-		return fmt.Errorf("cdcjoin: keying: end transaction: %w", err)
+		return fenced(fmt.Errorf("cdcjoin: keying: end transaction: %w", err), &k.cfg.Kafka, k.txid)
 	}
 	if !committed {
 		// A rebalance intervened: the session rewound to the committed
@@ -326,6 +333,16 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 		return nil
 	}
 	k.m.EventsConsumed.WithLabelValues(r.Topic, k.ev.Op.String()).Inc()
+	if k.ev.After.Present {
+		// A record whose keyed record would not fit its topic is a bad
+		// record, caught before keying it changes the index.
+		var n int
+		n, k.scratch = keyedSize(k.ev.After.Values, r.Key, k.scratch)
+		if topic, limit := k.keyedLimit(side); n > limit {
+			return k.bad(pctx, r, "oversized", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: oversized: its keyed record would be about %d bytes, more than max.message.bytes (%d) of %s: raise the topic's max.message.bytes, or leave the large column out of the select list",
+				r.Topic, r.Partition, r.Offset, n, limit, topic))
+		}
+	}
 	k.srcPart, k.pctx, k.keyer.Partition = r.Partition, pctx, r.Partition
 	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
 		return k.produce(pctx, in)
@@ -334,7 +351,48 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 	if errors.As(err, &ke) {
 		return k.bad(pctx, r, "key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
 	}
+	var tl *tooLarge
+	if errors.As(err, &tl) {
+		return fmt.Errorf("cdcjoin: keying: record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
 	return err
+}
+
+// keyedLimit returns the smaller max.message.bytes of the keyed topic and
+// side's index topic (both carry the projected row), and that topic.
+func (k *keying) keyedLimit(side row.Side) (string, int) {
+	topic, limit := k.cfg.Kafka.KeyedTopic(), defaultMaxMessageBytes
+	if n, ok := k.top.limits[topic]; ok {
+		limit = n
+	}
+	if n, ok := k.top.limits[k.indexTopic(side)]; ok && n < limit {
+		topic, limit = k.indexTopic(side), n
+	}
+	return topic, limit
+}
+
+// tooLarge is a keyed or index record that does not fit its topic although
+// the estimate before keying said it would (TOAST placeholders completed
+// from the index can grow a row).
+type tooLarge struct {
+	topic       string
+	size, limit int
+}
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("its record for %s is %d bytes, more than the topic's max.message.bytes (%d): raise it (the index is already updated for this record, so it cannot be dead-lettered)", e.topic, e.size, e.limit)
+}
+
+// send produces rec within the current transaction unless it is larger than
+// its topic accepts.
+func (k *keying) send(ctx context.Context, rec *kgo.Record) error {
+	if limit, ok := k.top.limits[rec.Topic]; ok {
+		if n := recordSize(rec) + recordOverhead; n > limit {
+			return &tooLarge{topic: rec.Topic, size: n, limit: limit}
+		}
+	}
+	k.sess.Produce(ctx, rec, k.promise)
+	return nil
 }
 
 // keyTypesKey is the reserved index-changelog key under which the keying
@@ -531,13 +589,14 @@ func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
 	k.m.KeyedRecords.WithLabelValues(in.Kind.String()).Inc()
 	if in.Kind == keyed.Truncate {
 		for p := int32(0); p < k.top.keyedParts; p++ {
-			k.sess.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: val}, k.promise)
+			if err := k.send(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: val}); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
 	k.busy.add(in.JoinKey)
-	k.sess.Produce(ctx, &kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val}, k.promise)
-	return nil
+	return k.send(ctx, &kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val})
 }
 
 // changelog mirrors one index write of the keyer to the index's changelog
@@ -547,8 +606,7 @@ func (k *keying) changelog(side row.Side, key, entry []byte) error {
 	if entry != nil {
 		r.Value = append([]byte(nil), entry...)
 	}
-	k.sess.Produce(k.pctx, r, k.promise)
-	return nil
+	return k.send(k.pctx, r)
 }
 
 func (k *keying) promise(r *kgo.Record, err error) {
@@ -594,7 +652,17 @@ func (k *keying) bad(ctx context.Context, r *kgo.Record, kind string, err error)
 func (k *keying) DeadLetter(ctx context.Context, l *deadletter.Letter) error {
 	k.m.DeadLettered.WithLabelValues("keying").Inc()
 	k.log.Warn("bad record sent to the dead-letter topic", "topic", l.Topic, "partition", l.Partition, "offset", l.Offset, "err", l.Err)
-	k.sess.Produce(ctx, DeadLetterRecord(l, k.cfg.Errors.DLQTopic), k.promise)
+	dlq := k.cfg.Errors.DLQTopic
+	limit, ok := k.top.limits[dlq]
+	if !ok {
+		limit = defaultMaxMessageBytes
+	}
+	d := deadLetterWithin(l, dlq, limit)
+	if len(d.Value) < len(l.Value) {
+		k.log.Warn("dead letter truncated to fit the dead-letter topic", "topic", l.Topic, "partition", l.Partition, "offset", l.Offset,
+			"value_bytes", len(l.Value), "kept", len(d.Value), "max_message_bytes", limit)
+	}
+	k.sess.Produce(ctx, d, k.promise)
 	return nil
 }
 

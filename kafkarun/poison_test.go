@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
 )
 
@@ -92,31 +93,8 @@ func TestPoisonDLQ(t *testing.T) {
 	c := newCluster(t, 3)
 	produce(t, c.ListenAddrs(), withPoisons(h, poisons(t, h)))
 	cfg := jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: t.TempDir(), policy: "dlq", dlq: "user_domains.dlq"})
-	m := newModel()
-	in := start(t, cfg, m.sink())
-	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 60*time.Second, in)
-	if serr := in.stop(t); serr != nil {
-		t.Fatalf("Run: %v", serr)
-	}
-	if err != nil || diff != "" {
-		t.Fatalf("%v\n%s", err, diff)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("user_domains.dlq"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var got []*kgo.Record
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for len(got) < 3 && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, r) })
-	}
-	if len(got) != 3 {
-		t.Fatalf("dead-letter topic has %d records, want 3", len(got))
-	}
+	runToOracle(t, cfg, h)
+	got := readTopic(t, c, "user_domains.dlq", 3)
 	kinds := map[string]bool{}
 	for _, r := range got {
 		h := map[string]string{}
@@ -149,3 +127,40 @@ func mustClient(t *testing.T, c interface{ ListenAddrs() []string }) *kgo.Client
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// runToOracle runs the job until its output equals h's oracle join, then
+// stops it.
+func runToOracle(t *testing.T, cfg *config.Config, h *cdcgen.History) {
+	t.Helper()
+	m := newModel()
+	in := start(t, cfg, m.sink())
+	diff, err := m.waitEqual(oracle(h, false), 60*time.Second, in)
+	if serr := in.stop(t); serr != nil {
+		t.Fatalf("Run: %v", serr)
+	}
+	if err != nil || diff != "" {
+		t.Fatalf("%v\n%s", err, diff)
+	}
+}
+
+// readTopic reads the first n committed records of topic (failing the test
+// when there are fewer within 20 s, or more).
+func readTopic(t *testing.T, c interface{ ListenAddrs() []string }, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var got []*kgo.Record
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(got) < n && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, r) })
+	}
+	if len(got) != n {
+		t.Fatalf("%s has %d records, want %d", topic, len(got), n)
+	}
+	return got
+}

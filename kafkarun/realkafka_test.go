@@ -17,7 +17,7 @@ import (
 // broker (deploy/local/kafka.sh), on fresh topics and groups.
 func TestRealKafka(t *testing.T) {
 	brokers := testenv.Require(t, testenv.KafkaEnv, "Kafka")
-	seed := time.Now().UnixNano() % 1000
+	seed := clusterSeed(t)
 	run := fmt.Sprintf("cdcjoin-test-%d-%d", time.Now().Unix(), seed)
 	o := oracleOptions(seed)
 	o.Ops, o.Users, o.Domains = 3000, 50, 100

@@ -16,8 +16,7 @@ import (
 // positions (none rebuilt from the log start), and the output stays equal
 // to the oracle; a fresh state rebuilds them.
 func TestRestartReusesIndexes(t *testing.T) {
-	seed := time.Now().UnixNano() % 1000
-	t.Logf("seed %d", seed)
+	seed := clusterSeed(t)
 	h := smallHistory(t, seed, 3000)
 	c := newCluster(t, 3)
 	half := len(h.Records) / 2

@@ -13,7 +13,11 @@
 //     kafka.commit_interval) the position is committed to Kafka for lag
 //     monitoring and as the emit threshold of a future owner. A crash at any
 //     point re-emits identical (row, version) pairs, which
-//     "highest version wins" sinks absorb.
+//     "highest version wins" sinks absorb; a sink.Positioned (the
+//     changelog ClickHouse sink) stores the positions it delivered with the
+//     data, and a restarted worker writes nothing below them (worker.go).
+//     A batch gathers deliveries up to the size of a sink.Batcher's batch,
+//     and a stopping worker has kafka.drain_timeout to commit it.
 //
 // Versions: each keyed partition's worker numbers its records with a
 // version.Clock (version = epoch<<24 | offset-based seq, see package
@@ -70,9 +74,13 @@ type Options struct {
 	// so it need not be safe for concurrent use. The runtime does not close
 	// it. Exactly one of Sink and NewSink must be set.
 	Sink sink.Sink
-	// NewSink, if set, makes one sink per owned keyed partition; the
-	// runtime closes each when the partition's worker stops.
-	NewSink func(partition int32) (sink.Sink, error)
+	// NewSink, if set, makes one sink per owned keyed partition (the
+	// production path: partitions flush in parallel); the runtime calls it
+	// on the partition's worker goroutine with a context cancelled when the
+	// partition stops, and closes the sink when the worker stopped. A sink
+	// that is a sink.Batcher gets batches near its size; a
+	// sink.Positioned gets each change exactly once (see worker).
+	NewSink func(ctx context.Context, p SinkFor) (sink.Sink, error)
 	// Logger receives structured logs (default: discard).
 	Logger *slog.Logger
 	// Registry registers the Prometheus collectors (default: none, unless
@@ -100,6 +108,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if (opts.Sink == nil) == (opts.NewSink == nil) {
 		return errors.New("cdcjoin: runtime: set exactly one of Options.Sink and Options.NewSink")
 	}
+	unlock, err := lockStateDir(cfg.State.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -137,7 +150,31 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	newSink := opts.NewSink
 	if newSink == nil {
 		shared := &lockedSink{s: opts.Sink}
-		newSink = func(int32) (sink.Sink, error) { return shared, nil }
+		newSink = func(context.Context, SinkFor) (sink.Sink, error) { return shared, nil }
+	}
+	if reg != nil {
+		sc := metrics.NewSinkCollector(func() metrics.SinkTotals {
+			if j := stage.Load(); j != nil {
+				return j.sinkTotals()
+			}
+			return metrics.SinkTotals{}
+		})
+		if err := reg.Register(sc); err != nil {
+			return fmt.Errorf("cdcjoin: metrics: %w", err)
+		}
+		defer reg.Unregister(sc)
+	}
+	if opts.Ready != nil {
+		limit := stuckAfter(cfg)
+		opts.Ready.SetLiveness(func() error {
+			if j := stage.Load(); j != nil {
+				if p, d, ok := j.stuck(time.Now(), limit); ok {
+					return fmt.Errorf("join partition %d has been in one batch for %v (more than %v)", p, d.Round(time.Second), limit)
+				}
+			}
+			return nil
+		})
+		defer opts.Ready.SetLiveness(nil)
 	}
 
 	base, err := clientOpts(&cfg.Kafka, log)
@@ -194,7 +231,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		wg.Wait()
 		return err
 	}
-	j, err := newJoinStage(cfg, spec, base, newSink, log, m)
+	j, err := newJoinStage(cfg, spec, base, top, newSink, log, m)
 	if err != nil {
 		k.close()
 		cancel()
@@ -249,6 +286,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// stuckAfter is how long a join partition may stay in one batch before it
+// counts as stuck (liveness fails, and Run stops with an error): longer
+// than the ClickHouse sink may legitimately retry.
+func stuckAfter(cfg *config.Config) time.Duration {
+	d := 5 * time.Minute
+	if cfg.ClickHouse != nil {
+		d += cfg.ClickHouse.Retry.MaxElapsed
+	}
+	return d
 }
 
 // lockedSink serializes a shared sink's calls. Close is a no-op: the

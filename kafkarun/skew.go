@@ -23,7 +23,8 @@ import (
 // have work) and salts hot keys across keyed partitions. The router's
 // records (forwards to replicas, layout proposals, release confirmations)
 // go through the worker's forwarder in one Kafka transaction per batch,
-// committed after the sink flush and before the state commit.
+// committed after the sink flush and before the state commit. How steps
+// fit the worker's batches: see worker.
 //
 // Kafka offset commits (the emit threshold of a future owner of the
 // partition) are made only at positions where the worker had no work in
@@ -179,9 +180,10 @@ func (w *worker) newRouter(t keyed.State, fresh bool) error {
 	return nil
 }
 
-// apply applies one record of the partition (a keyed record, or one of the
-// router's) with emit; clock is the batch's version clock.
-func (w *worker) apply(t keyed.State, r *kgo.Record, clock *version.Clock, emit keyed.Emit) error {
+// route applies one record of the partition (a keyed record, or one of the
+// router's) through the router with emit; clock is the batch's version
+// clock.
+func (w *worker) route(t keyed.State, clock *version.Clock, r *kgo.Record, emit keyed.Emit) error {
 	bad := func(err error) error {
 		return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
@@ -227,61 +229,6 @@ func (w *worker) step(t keyed.State, quantum time.Duration, emit keyed.Emit) err
 		_, err := w.router.Step(t, emit)
 		return err
 	})
-}
-
-// idle runs one batch of work in progress without new input, and commits
-// it (the position does not move).
-func (w *worker) idle() error {
-	ctx := context.Background()
-	t := w.store.Begin()
-	defer t.Abort()
-	defer w.fwd.abort()
-	defer w.buf.Discard()
-	if w.pos.Load() < w.emitFrom {
-		// Left by this store's earlier run below what the previous
-		// owner emitted: finish it silently.
-		w.router.Quiet = true
-		err := w.router.Drain(t, discard)
-		w.router.Quiet = false
-		if err != nil {
-			return err
-		}
-	} else if err := w.step(t, idleQuantum, w.emitter(ctx)); err != nil {
-		return err
-	}
-	return w.finish(ctx, t, w.clock, w.pos.Load())
-}
-
-// finishWork, when the worker is asked to stop, finishes the work in
-// progress that can finish without other partitions (not a cooling waiting
-// for confirmations) and commits, so that the position committed to Kafka
-// is the worker's own (a stop in the middle of a fan-out would leave it at
-// the last position without work in progress, and the partition's next
-// owner would emit again what came after it). Errors are logged: the state
-// stays as committed before.
-func (w *worker) finishWork() {
-	if !w.router.Runnable() {
-		return
-	}
-	ctx := context.Background()
-	t := w.store.Begin()
-	defer t.Abort()
-	defer w.fwd.abort()
-	defer w.buf.Discard()
-	emit := w.emitter(ctx)
-	quiet := w.pos.Load() < w.emitFrom
-	if quiet {
-		emit = discard
-	}
-	w.router.Quiet = quiet
-	err := w.router.Drain(t, emit)
-	w.router.Quiet = false
-	if err == nil {
-		err = w.finish(ctx, t, w.clock, w.pos.Load())
-	}
-	if err != nil {
-		w.j.log.Warn("finishing the work in progress before stopping", "partition", w.p, "err", err)
-	}
 }
 
 // skewSnapshot gathers the owned partitions' hot keys and backlogs (safe on

@@ -107,9 +107,30 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Readiness is a flag the runtime sets once it serves traffic. The zero
-// value is not ready. Safe for concurrent use.
-type Readiness struct{ ready atomic.Bool }
+// Readiness is a flag the runtime sets once it serves traffic, and the
+// runtime's liveness check. The zero value is not ready and live. Safe for
+// concurrent use.
+type Readiness struct {
+	ready atomic.Bool
+	live  atomic.Pointer[func() error]
+}
+
+// SetLiveness sets the check /healthz runs (nil: always live).
+func (r *Readiness) SetLiveness(check func() error) {
+	if check == nil {
+		r.live.Store(nil)
+		return
+	}
+	r.live.Store(&check)
+}
+
+// Live runs the liveness check: nil when live.
+func (r *Readiness) Live() error {
+	if f := r.live.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
+}
 
 // Set sets the flag.
 func (r *Readiness) Set(ready bool) { r.ready.Store(ready) }
@@ -117,8 +138,9 @@ func (r *Readiness) Set(ready bool) { r.ready.Store(ready) }
 // Ready reports the flag.
 func (r *Readiness) Ready() bool { return r.ready.Load() }
 
-// Server serves /metrics from g, /healthz (always 200 while running) and
-// /readyz (200 when ready.Ready(), else 503).
+// Server serves /metrics from g, /healthz (200 while running and
+// ready.Live(), else 503 with the reason: a wedged process must not look
+// alive) and /readyz (200 when ready.Ready(), else 503).
 type Server struct {
 	srv *http.Server
 	ln  net.Listener
@@ -134,6 +156,12 @@ func Listen(addr string, g prometheus.Gatherer, ready *Readiness) (*Server, erro
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready.Live(); err != nil {
+				http.Error(w, "not live: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -213,6 +213,25 @@ func NewRouter(spec *keyed.Spec, cfg RouterConfig, fwd Forwarder) *Router {
 // needed.
 func (r *Router) MarkFresh(t keyed.State) error { return t.PutAux([]byte{auxExact}, []byte{1}) }
 
+// MarkInexact records that t's rows were (or are about to be) written
+// without the router (a bulk rebuild of a partition's plain records,
+// before any of the router's own records): child counts are no longer
+// exact, and a key's count is taken by scanning its children the first
+// time it is needed.
+func (r *Router) MarkInexact(t keyed.State) error {
+	r.exact = false
+	return t.DeleteAux([]byte{auxExact})
+}
+
+// SetChunk changes the step budget from the next input on: n rows per step,
+// or n <= 0 for all the work of an input at once (what Quiet does). Work in
+// progress continues with the new budget. A driver whose sink must see
+// the same changes in the same order when it replays input after a crash
+// (sink.Positioned) sets n <= 0 and drains what an input unblocks (an
+// ack) with that input: then the changes are a function of the input
+// alone, not of how time was shared between inputs and steps.
+func (r *Router) SetChunk(n int) { r.cfg.Chunk = n }
+
 // Load reads the salted keys (with their child counts) and the work in
 // progress committed in t.
 func (r *Router) Load(t keyed.State) error {

@@ -19,7 +19,7 @@ func benchCommand() command {
 	c := command{
 		name:    "bench",
 		summary: "benchmark the pipeline on generated Debezium traffic; report.json, REPORT.md, charts",
-		usage:   "[--rows N | --sweep N,N,…] [--out DIR] [--pipeline engine|kafka] [--brokers H:P,…] [--clickhouse H:P] [--write-jsonl DIR] [--peer flink,dbsp]",
+		usage:   "[--rows N | --sweep N,N,…] [--out DIR] [--pipeline engine|kafka] [--brokers H:P,…] [--clickhouse H:P] [--write-jsonl DIR] [--write-history DIR --history-ops N] [--peer flink,dbsp]",
 	}
 	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(&c, stderr, `
@@ -32,7 +32,10 @@ With --write-jsonl it only writes the workload as replay input files.
 With --peer it only compares: the workload (snapshot, cdc and storm records,
 without TOAST placeholders) is generated once and replayed by cdcjoin and by
 each peer, interleaved for --peer-rounds rounds; the report gives each
-system's median records/s and the ratio (see bench/README.md).`)
+system's median records/s and the ratio (see bench/README.md).
+With --write-history it only writes a seeded CDC history with every hard case
+(the correctness tests' operation mix) as replay input, with the expected
+join of its final tables: the replay benchmark's input, for any engine.`)
 		rows := fs.String("rows", "1e6", "source rows (users + domains) of the snapshot, e.g. 1e6")
 		sweep := fs.String("sweep", "", "comma-separated scale points, e.g. 1e6,1e7,1e8 (bounded by free disk)")
 		out := fs.String("out", "bench-out", "output `dir` for report.json, REPORT.md, charts and state")
@@ -41,6 +44,10 @@ system's median records/s and the ratio (see bench/README.md).`)
 		producers := fs.Int("producers", 4, "parallel producers (kafka)")
 		ch := fs.String("clickhouse", "", "ClickHouse native `host:port`: use the ClickHouse sink instead of the null sink")
 		jsonl := fs.String("write-jsonl", "", "write the workload as replay JSONL files into `dir` and exit")
+		history := fs.String("write-history", "", "write a seeded CDC history of --history-ops operations (the oracle's mix) and its expected join into `dir` and exit")
+		historyOps := fs.String("history-ops", "1e6", "operations of the --write-history history")
+		render := fs.String("render-charts", "", "draw the SVG charts of `dir`/report.json again (this version's drawing) and exit")
+		renderReport := fs.String("render-report", "", "recompute the projection of `dir`/report.json with this version and write its REPORT.md and charts again, and exit")
 		seed := fs.Int64("seed", 1, "workload seed")
 		children := fs.Float64("children", 2, "average children per parent")
 		skew := fs.Float64("skew", 0, "Zipf skew (> 1) of children's parents; 0 = uniform")
@@ -62,6 +69,10 @@ system's median records/s and the ratio (see bench/README.md).`)
 		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64; 8 with --sweep)")
 		batchEv := fs.Int("batch-events", 1000, "events per state commit")
 		sync := fs.Bool("sync", true, "fsync every state commit")
+		noRebuild := fs.Bool("no-rebuild", false, "skip the rebuild phase (engine: rebuilding a keyed partition's state from the compacted keyed topic)")
+		bulkMB := fs.Int("bulk-load-mb", 0, "state.bulk_load_mb: sort memory of the snapshot's bulk load (0: default 256; -1: off, rows go through the memtable)")
+		memtableMB := fs.Int("memtable-mb", 0, "state.memtable_mb (0: the default)")
+		rowCacheMB := fs.Int("row-cache-mb", 0, "state.row_cache_mb (0: the default; -1: off)")
 		linger := fs.Duration("linger", 20*time.Millisecond, "commit a partial batch after this long (engine)")
 		probe := fs.Int("probe-every", 200, "one latency probe per this many records")
 		keep := fs.Bool("keep-state", false, "keep the pebble state directories")
@@ -113,7 +124,7 @@ system's median records/s and the ratio (see bench/README.md).`)
 				UserPads: *upads, DomainPads: *dpads, PadBytes: *padBytes, Schema: *schema, Partitions: *parts,
 				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap, StormRate: *stormRate},
 			Pipeline: *pipeline, Producers: *producers, StormCompare: *compare, StormRounds: *rounds, Instances: *instances, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
-			BatchEvents: *batchEv, Sync: *sync, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
+			BatchEvents: *batchEv, Sync: *sync, NoRebuild: *noRebuild, BulkLoadMB: *bulkMB, MemTableMB: *memtableMB, RowCacheMB: *rowCacheMB, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
 			Projection: pi, MachineNote: *note,
 		}
 		if *brokers != "" {
@@ -121,6 +132,26 @@ system's median records/s and the ratio (see bench/README.md).`)
 		}
 		if !*quiet {
 			o.Progress = func(line string) { fmt.Fprintln(stderr, line) }
+		}
+		if *render != "" {
+			return bench.RenderCharts(*render)
+		}
+		if *renderReport != "" {
+			return bench.RenderReport(*renderReport)
+		}
+		if *history != "" {
+			ops, err := parseCount(*historyOps)
+			if err != nil {
+				return fmt.Errorf("cdcjoin bench: --history-ops: %v: %w", err, errUsage)
+			}
+			cmd := "cdcjoin bench " + strings.Join(args, " ")
+			info, err := bench.WriteHistory(*history, bench.HistoryOptions{Seed: *seed, Ops: int(ops), Schema: *schema}, cmd)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "wrote %s: %d records, %d bytes, %d truncates; %d inner / %d left join rows expected\n",
+				filepath.Join(*history, "history.jsonl"), info.Records, info.Bytes, info.Truncates, info.InnerRows, info.LeftRows)
+			return nil
 		}
 		if *jsonl != "" {
 			files, err := bench.WriteJSONL(ctx, o, *jsonl)

@@ -12,6 +12,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
 	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 	"github.com/cdcjoin/cdcjoin/sink/jsonl"
@@ -56,6 +57,7 @@ and /readyz are served on kafka.metrics_addr.`)
 		if err := cfg.ValidateForKafka(); err != nil {
 			return err
 		}
+		opts := kafkarun.Options{Logger: log, Ready: &metrics.Readiness{}}
 		var s sink.Sink
 		if cfg.ClickHouse != nil {
 			// Type the table from the Debezium schemas, when the topics have
@@ -66,11 +68,14 @@ and /readyz are served on kafka.metrics_addr.`)
 			if err != nil {
 				log.Warn("could not sample column types from the source topics; the table (if created) is typed from values", "err", err)
 			}
+			// Check (and create) the table before joining anything, so
+			// that a bad table or credentials fail at once.
 			ch, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Types: types})
 			if err != nil {
 				return err
 			}
-			s = ch
+			ch.Close()
+			opts.NewSink = clickhouseSinks(cfg, types)
 		} else if *output == "-" {
 			s = jsonl.New(stdout, cfg.OutputNames())
 		} else {
@@ -80,9 +85,12 @@ and /readyz are served on kafka.metrics_addr.`)
 			}
 			s = f
 		}
-		defer s.Close()
+		if s != nil {
+			defer s.Close()
+			opts.Sink = s
+		}
 		log.Info("cdcjoin starting", "version", version, "config", *cfgPath, "brokers", strings.Join(cfg.Kafka.Brokers, ","))
-		err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log, Ready: &metrics.Readiness{}})
+		err = kafkarun.Run(ctx, cfg, opts)
 		if err != nil {
 			return err
 		}
@@ -98,6 +106,23 @@ func logFlags(fs *flag.FlagSet, w io.Writer) func() (*slog.Logger, error) {
 	format := fs.String("log-format", "text", "log format: text or json (logs go to stderr)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	return func() (*slog.Logger, error) { return newLogger(w, *format, *level) }
+}
+
+// clickhouseSinks returns the sink factory of `run`: one ClickHouse sink
+// per keyed partition, so that partitions flush in parallel and an outage
+// holds up no other partition's revoke. Batches are driven by the join
+// (near batch.rows per INSERT); in changelog mode each partition's sink
+// writes delivery markers, so a change is inserted exactly once however
+// the process stops.
+func clickhouseSinks(cfg *config.Config, types []row.ColumnType) func(context.Context, kafkarun.SinkFor) (sink.Sink, error) {
+	return func(ctx context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
+		o := clickhouse.Options{Types: types, Driven: true}
+		if cfg.ClickHouse.Mode == config.ModeChangelog {
+			o.Stream = p.Stream
+			return clickhouse.OpenExact(ctx, cfg, o)
+		}
+		return clickhouse.Open(ctx, cfg, o)
+	}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -8,6 +8,8 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -33,4 +35,36 @@ func Require(t testing.TB, env, what string) string {
 	}
 	t.Skipf("%s not set: skipping %s integration test (run `make test` to start the servers)", env, what)
 	return ""
+}
+
+// Unavailable skips the test because something it needs (a server, root,
+// a fixture) is missing: a skip on a developer machine, a failure under CI
+// (CI=true), where a skipped integration test would be a silent pass.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("under CI this test must run: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// Tmpfs mounts a tmpfs of size (mount's syntax: "8m") in a fresh
+// directory and unmounts it (lazily: a process may still hold files there)
+// when the test ends. Mounting needs root: without it the test is
+// Unavailable.
+func Tmpfs(t testing.TB, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		Unavailable(t, "cannot mount a tmpfs (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
 }

@@ -416,7 +416,7 @@ func script(t testing.TB, arg string) {
 func TestServerRestart(t *testing.T) {
 	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
 	if err := exec.Command(scriptPath(t), "status").Run(); err != nil {
-		t.Skipf("ClickHouse at %s was not started by deploy/local/clickhouse.sh; cannot restart it", addr)
+		testenv.Unavailable(t, "ClickHouse at %s was not started by deploy/local/clickhouse.sh; cannot restart it", addr)
 	}
 	for _, mode := range []string{config.ModeUpsert, config.ModeChangelog} {
 		t.Run(mode, func(t *testing.T) {

@@ -45,6 +45,13 @@
 // 497; bad data) and conversion errors are fatal: the sink stops and every
 // later Write/Flush returns the error. Close does not flush.
 //
+// Driven (Options.Driven, what `cdcjoin run` uses, one sink per keyed
+// partition): the caller ends batches (sink.Batcher: it flushes when Full,
+// at batch.rows rows or batch.bytes, or batch.interval after the batch
+// began), so an INSERT holds about batch.rows rows; the sink sends nothing
+// on its interval, and batch.rows and batch.bytes only cut an INSERT at
+// twice their value (a fan-out larger than a batch still streams).
+//
 // # Replays and duplicates
 //
 // Upsert mode is idempotent: a row is identified by (_pk, _ck) and the
@@ -54,20 +61,37 @@
 //
 // Changelog mode is not idempotent by itself: a row inserted twice counts
 // twice in sum(_sign) (VersionedCollapsingMergeTree collapses a +1/-1 pair
-// per (key, version), never two +1s). On 22.2+ the table is created with
-// non_replicated_deduplication_window = 1000 and every INSERT carries
-// insert_deduplication_token = SHA-256 of the batch's exact rows, so a retry
-// of the same batch after an ambiguous failure (the server committed but the
-// reply was lost) is dropped by the server. Replays after a crash are
-// deduplicated only when they form byte-identical batches, which the
-// interval trigger does not guarantee. On older servers (18.16, Debian 12)
-// there are no tokens: a retry after an ambiguous failure (connection lost
-// after the data was sent) can duplicate that batch's rows. What holds there:
-// a batch that failed before ClickHouse received all of it is not visible
-// (each INSERT is one block, atomic), and the runtime commits input positions
-// only after Flush, so acknowledged work is never replayed; only the
-// "committed but reply lost" window can double count. Use upsert mode where
-// that matters on old servers.
+// per (key, version), never two +1s). A batch's INSERTs land before the
+// driver commits its position, so a crash in between (a kill -9, or an OS
+// crash: pebble buffers its WAL, so state commits can be lost too) makes
+// the driver replay input whose rows are already in the table.
+//
+// With delivery markers (OpenExact, Options.Stream: `cdcjoin run` in
+// changelog mode, one stream per keyed partition) each change is inserted
+// exactly once however the process stops, on every server version, 18.16
+// included: every INSERT carries, in the same block (one part: atomic),
+// two marker rows that record which input positions it covers, and a
+// driver that restarts asks Delivered where the table's output ends and
+// applies what lies below without writing it again; a batch cut short is
+// replayed with the INSERTs that landed dropped (exact.go has the
+// details). An INSERT retried after an ambiguous failure (the server
+// committed but the reply was lost) is looked up by its marker first; on
+// 22.2+ the table also has non_replicated_deduplication_window = 1000 and
+// every INSERT carries insert_deduplication_token = SHA-256 of its rows,
+// so the server drops such a retry too. Marker rows have _pk = '\0cdcjoin'
+// (no row of the join has it), zero or NULL select values, and
+// sum(_sign) = 0 per marker key at all times: they change no
+// _sign-weighted aggregate; filter _pk != '\0cdcjoin' when reading raw
+// rows. The guarantee needs the keyed topic's records to be the same on
+// replay: keep the join group within kafka.min_compaction_lag of the log
+// end (as for rebuilds).
+//
+// Without markers (Open in changelog mode: `cdcjoin replay --clickhouse`,
+// custom drivers) the old guarantee holds: on 22.2+ a retry of a batch after
+// an ambiguous failure is deduplicated by its token; on 18.16 such a retry
+// can duplicate the batch; and a replay after a crash inserts again what
+// landed before the crash. Use upsert mode there, or replay into an empty
+// table.
 //
 // # Compatibility
 //

@@ -41,6 +41,18 @@ type Options struct {
 	// Recreate drops the table and its view first (destroys their data:
 	// for demos and tests whose versions start over).
 	Recreate bool
+	// Driven means the caller decides when batches end (sink.Batcher):
+	// the sink sends no INSERT on batch.interval, and batch.rows and
+	// batch.bytes only cut an INSERT at twice their value (a fan-out larger
+	// than a batch still streams); Full reports when a flush is due.
+	Driven bool
+	// Stream, in changelog mode, names the caller's input for delivery
+	// markers (see exact.go and sink.Positioned): the sink then delivers
+	// each change exactly once across replays, sends its INSERTs one at a
+	// time, and is Driven. One table may hold many streams (a keyed
+	// partition each); a stream name must be stable across restarts and
+	// change when its positions start over.
+	Stream string
 }
 
 // Sink writes row.Change values into a ClickHouse table. See the package
@@ -67,12 +79,14 @@ type Sink struct {
 	types  []colType     // their ClickHouse types, as the table has them
 	sql    string        // INSERT INTO db.t (cols…)
 	token  bool          // send insert_deduplication_token
+	driven bool          // Options.Driven (or Stream)
 	closed sync.Once
 
 	mu      sync.Mutex // guards the fields below
 	cur     *batch
 	pending map[*batch]chan struct{}
 	fatal   error
+	ex      *exact // delivery markers (Options.Stream); nil without
 
 	st struct {
 		batches, rows, bytes, changes, retries, errors, insertNs, maxRows atomic.Uint64
@@ -110,16 +124,28 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		}
 		chOpts.TLS = tc
 	}
+	inFlight := c.MaxInFlight
+	var ex *exact
+	if opts.Stream != "" {
+		if c.Mode != config.ModeChangelog {
+			return nil, fmt.Errorf("cdcjoin: clickhouse: delivery markers (Options.Stream) are for changelog mode")
+		}
+		// One INSERT at a time: the latest marker must name the last
+		// INSERT that landed.
+		inFlight, opts.Driven = 1, true
+		ex = &exact{stream: opts.Stream, from: -1}
+	}
 	conn, err := ch.Open(chOpts)
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: clickhouse: open %v: %w", c.Addr, err)
 	}
 	s := &Sink{
 		cfg: cfg, chc: c, conn: conn, opts: opts, names: cfg.OutputNames(),
-		queue:   make(chan *batch, c.MaxInFlight),
-		slots:   make(chan struct{}, c.MaxInFlight),
-		free:    make(chan *batch, c.MaxInFlight+1),
+		queue:   make(chan *batch, inFlight),
+		slots:   make(chan struct{}, inFlight),
+		free:    make(chan *batch, inFlight+1),
 		pending: map[*batch]chan struct{}{},
+		driven:  opts.Driven, ex: ex,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	err = s.retry(ctx, "connect", func(ctx context.Context) error {
@@ -141,9 +167,9 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		conn.Close()
 		return nil, err
 	}
-	s.wg.Add(1 + c.MaxInFlight)
+	s.wg.Add(1 + inFlight)
 	go s.ticker()
-	for i := 0; i < c.MaxInFlight; i++ {
+	for i := 0; i < inFlight; i++ {
 		go s.worker()
 	}
 	return s, nil
@@ -402,13 +428,16 @@ func (s *Sink) Write(ctx context.Context, changes []row.Change) error {
 			return s.setFatal(err)
 		}
 	}
-	lim := s.chc.Batch
+	maxRows, maxBytes := s.chc.Batch.Rows, int(s.chc.Batch.Bytes)
+	if s.driven {
+		maxRows, maxBytes = 2*maxRows, 2*maxBytes
+	}
 	s.mu.Lock()
 	if s.cur == nil {
 		s.cur = s.newBatch()
 	}
 	for i := range changes {
-		if s.cur.rows >= lim.Rows || s.cur.bytes >= int(lim.Bytes) {
+		if s.cur.rows >= maxRows || s.cur.bytes >= maxBytes {
 			s.mu.Unlock()
 			if err := s.acquire(ctx); err != nil {
 				return err
@@ -458,6 +487,12 @@ func (s *Sink) Flush(ctx context.Context) error {
 		s.sealLocked()
 		s.mu.Unlock()
 	}
+	return s.waitPending(ctx)
+}
+
+// waitPending waits until every sealed batch is finished, or ctx ends, or
+// the sink fails (returning the fatal error).
+func (s *Sink) waitPending(ctx context.Context) error {
 	s.mu.Lock()
 	waits := make([]chan struct{}, 0, len(s.pending))
 	for _, d := range s.pending {
@@ -490,6 +525,17 @@ func (s *Sink) Close() error {
 	})
 	return err
 }
+
+// Full implements sink.Batcher: the rows (or bytes) written since the last
+// flush reach batch.rows (batch.bytes).
+func (s *Sink) Full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) > 0 || s.cur != nil && (s.cur.rows >= s.chc.Batch.Rows || s.cur.bytes >= int(s.chc.Batch.Bytes))
+}
+
+// MaxDelay implements sink.Batcher: batch.interval.
+func (s *Sink) MaxDelay() time.Duration { return s.chc.Batch.Interval }
 
 // Stats returns the sink's counters.
 func (s *Sink) Stats() sink.Stats {
@@ -537,6 +583,9 @@ func (s *Sink) sealLocked() {
 		<-s.slots
 		return
 	}
+	if s.cur.marker == 0 {
+		s.markLocked(s.cur, false, 0) // a cut inside the caller's batch
+	}
 	b := s.cur
 	s.cur = s.newBatch()
 	s.pending[b] = b.done
@@ -573,6 +622,9 @@ func (s *Sink) ticker() {
 		case <-s.ctx.Done():
 			return
 		case now := <-t.C:
+			if s.driven {
+				continue // the caller ends batches
+			}
 			s.mu.Lock()
 			if s.cur != nil && s.cur.rows > 0 && now.Sub(s.cur.start) >= iv {
 				select {
@@ -594,8 +646,19 @@ func (s *Sink) worker() {
 			return
 		case b := <-s.queue:
 			err := s.failed()
-			if err == nil {
-				err = s.retry(s.ctx, "insert", func(ctx context.Context) error { return s.insert(ctx, b) })
+			if err == nil && !b.skip {
+				sent := false
+				err = s.retry(s.ctx, "insert", func(ctx context.Context) error {
+					if sent && b.marker != 0 {
+						// The last attempt may have landed although it
+						// failed (the reply was lost): look before resending.
+						if ok, err := s.landed(ctx, b.marker); err != nil || ok {
+							return err
+						}
+					}
+					sent = true
+					return s.insert(ctx, b)
+				})
 				if err != nil && s.ctx.Err() == nil {
 					s.setFatal(err)
 				}
@@ -676,6 +739,8 @@ type batch struct {
 	hash    hash.Hash // changelog mode on servers with dedup tokens
 	scratch []byte
 	done    chan struct{} // closed when the batch is finished
+	marker  uint64        // its delivery marker's version (exact.go); 0: none
+	skip    bool          // landed before: not sent (a replayed batch)
 }
 
 func (b *batch) reset() {
@@ -687,6 +752,7 @@ func (b *batch) reset() {
 	b.pk, b.ck, b.ver, b.sign, b.deleted = b.pk[:0], b.ck[:0], b.ver[:0], b.sign[:0], b.deleted[:0]
 	clear(b.index)
 	b.rows, b.bytes = 0, 0
+	b.marker, b.skip = 0, false
 	if b.hash != nil {
 		b.hash.Reset()
 	}

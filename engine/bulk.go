@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cdcjoin/cdcjoin/bulkload"
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// Bulk load of the initial snapshot.
+//
+// A new state (no committed input positions) starts in bulk mode when
+// state.bulk_load_mb is not -1: snapshot reads (op=r) go to a
+// bulkload.Loader instead of the Keyer and the Join, one position (and so
+// one version) per record. Nothing is committed meanwhile, except the
+// version clock, once, at the start, so that a load run again after a crash
+// gives the same versions. The load ends (handover) at the first event that
+// is not a snapshot read (streaming has begun: the change may concern a
+// row still in an unsorted run, so everything loaded is applied first), at
+// a record whose source.snapshot is "last", or at Commit: the Loader's
+// joined rows go to the sink, the sink is flushed, and the state, the
+// positions and the clock are ingested in one atomic step. Then the engine
+// applies records one by one as usual. A crash before the ingest leaves
+// the state empty but for the clock (synced to disk even without
+// state.sync): with Resume, the input is read from the start and loaded
+// again, emitting the same rows with the same versions.
+
+// bulkDir is the spill directory of a bulk load, inside the state
+// directory.
+const bulkDir = "bulk-load"
+
+// metaBulk marks a state whose bulk load has started (its clock is
+// committed) and not finished.
+const metaBulk = "bulk_load"
+
+// startBulk puts a new state into bulk mode (see above).
+func (e *Engine) startBulk() error {
+	fs := e.opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	dir := filepath.Join(e.cfg.State.Dir, bulkDir)
+	l, err := bulkload.New(e.spec, bulkload.Options{Mode: bulkload.Snapshot, FS: fs, Dir: filepath.Join(dir, "runs"),
+		MemoryBytes: e.cfg.State.BulkLoadMB << 20})
+	if err != nil {
+		return err
+	}
+	t := e.store.Begin()
+	c, _ := e.clock.MarshalBinary()
+	err = errors.Join(t.SetMeta(metaClock, c), t.SetMeta(metaInputs, make([]byte, 8)),
+		t.SetMeta(metaFingerprint, e.fingerprint()), t.SetMeta(metaBulk, []byte{1}))
+	if err == nil {
+		if err = t.Commit(); err == nil {
+			err = e.store.SyncWAL()
+		}
+	} else {
+		t.Abort()
+	}
+	if err != nil {
+		l.Close()
+		return err
+	}
+	e.bulk, e.bulkDir = l, dir
+	return nil
+}
+
+// Loading reports whether the engine is bulk loading a snapshot: records
+// are being sorted, and nothing reaches the sink or is committed until the
+// load ends (at the first streaming event, a snapshot=last record, or
+// Commit).
+func (e *Engine) Loading() bool { return e.bulk != nil }
+
+// bulkApply feeds a decoded event to the bulk load, or ends the load first
+// when the event is not a snapshot read. It reports whether it consumed
+// the event.
+func (e *Engine) bulkApply(ctx context.Context, d *Decoded) (bool, error) {
+	ev := &d.ev
+	if ev.Op != debezium.OpRead {
+		return false, e.endBulk(ctx)
+	}
+	var err error
+	if e.bulkKey, err = e.spec.SnapshotKey(e.bulkKey[:0], d.side, ev); err != nil {
+		r := &d.Record
+		return true, &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
+	}
+	v := e.clock.At(e.inputs)
+	if d.side == row.Parent {
+		err = e.bulk.Parent(e.bulkKey, v, d.Record.Partition, ev.After.Values)
+	} else {
+		err = e.bulk.Child(e.bulkKey, v, d.Record.Partition, ev.After.Values)
+	}
+	if err != nil {
+		return true, err
+	}
+	e.inputs++
+	if ev.Source.Snapshot == "last" {
+		e.endAfter = true
+	}
+	return true, nil
+}
+
+// endBulk ends the bulk load: the loaded snapshot is emitted, flushed to
+// the sink and committed (see above). After an error the Engine must be
+// closed.
+func (e *Engine) endBulk(ctx context.Context) error {
+	l := e.bulk
+	if l == nil {
+		return nil
+	}
+	e.bulk, e.endAfter = nil, false
+	defer l.Close()
+	e.txn.Abort()
+	e.txn = nil
+	load, err := e.store.BeginLoad(filepath.Join(e.bulkDir, "tables"))
+	if err != nil {
+		return err
+	}
+	res, err := l.Finish(load, e.buf.Emitter(ctx))
+	if err == nil {
+		if _, err = e.buf.Flush(ctx); err != nil {
+			err = fmt.Errorf("cdcjoin: flush changes: %w", err)
+		}
+	}
+	if err != nil {
+		load.Abort()
+		return err
+	}
+	for tp, next := range e.next {
+		load.SetPosition(tp.topic, tp.part, next)
+	}
+	c, _ := e.clock.MarshalBinary()
+	load.SetMeta(metaClock, c)
+	load.SetMeta(metaInputs, binary.BigEndian.AppendUint64(nil, uint64(e.inputs)))
+	load.SetMeta(metaFingerprint, e.fingerprint())
+	load.SetMeta(metaBulk, []byte{0})
+	if e.keyTypesDirty {
+		load.SetMeta(metaKeyTypes, e.keyTypes)
+	}
+	if err := load.Commit(); err != nil {
+		return err
+	}
+	e.keyTypesDirty = false
+	e.stats.Commits++
+	e.stats.Bulk = res
+	e.join.Stats.Inputs += res.Records
+	e.join.Stats.Upserts += res.Upserts
+	e.pending = 0
+	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
+	e.txn = e.store.Begin()
+	return nil
+}

@@ -1,0 +1,548 @@
+package kafkarun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/skew"
+	"github.com/cdcjoin/cdcjoin/version"
+)
+
+// worker joins one keyed partition. It owns its store and its sink (opened
+// on its own goroutine, so that a slow sink does not hold up a rebalance).
+//
+// Batches: a batch applies keyed records to one state transaction, writes
+// the changes to the sink, flushes it, and only then commits the state with
+// the new position and version clock; on error nothing of the batch is
+// committed. With a sink.Batcher (the ClickHouse sink) a batch gathers
+// deliveries until the sink is Full or its MaxDelay passed, so INSERTs come
+// near batch.rows; otherwise a batch is one delivery. A batch never mixes
+// records below emitFrom (applied without writing: an earlier owner, or a
+// run before a crash, delivered their changes) with records at or above it.
+//
+// With a sink.Positioned (changelog mode) the worker brackets every batch
+// it writes with Begin(from)/End(to) in keyed offsets, and starts emitting
+// at what the sink reports delivered: a crash between a batch's INSERTs and
+// its commit then costs nothing twice.
+//
+// Stopping (revoke, shutdown): the batch in progress finishes and commits,
+// within kafka.drain_timeout of the stop request; past it, the sink's
+// context is cancelled, the batch is abandoned uncommitted (the next owner
+// redoes it) and the worker returns.
+//
+// Hot keys (skew.go): records go through the partition's skew.Router. A
+// fan-out too large for skew.chunk_rows becomes work in progress, stepped
+// inside batches between later records (paced: about as much time as the
+// records took; idleQuantum at a time when no input waits), so a driven
+// batch fills with steps while it waits for input, and a worker with work
+// in progress and no input runs batches of steps alone (the position does
+// not move). The router's records go in one Kafka transaction per batch,
+// committed after the sink's flush (End) and before the state commit.
+// Records below emitFrom are applied without writing and their work is
+// drained with them (nothing of it is written: the sink has it); the
+// router sends nothing for records below forwardFrom (the group's
+// committed offset: an earlier owner applied them, sent their records and
+// committed), but does for records between forwardFrom and a Positioned
+// sink's delivered position (a crash between End and the forwarding
+// transaction's commit; replicas drop the duplicates). With a Positioned
+// sink the router does all the work of an input at once (skew.chunk_rows
+// does not apply): a replayed batch must write the same changes in the
+// same order, which time-paced steps would not. Salting still spreads hot
+// keys over partitions there.
+type worker struct {
+	j        *joinStage
+	p        int32
+	store    *joinstate.Store
+	open     func(context.Context) (sink.Sink, error)
+	sink     sink.Sink // set by run; read by remove after done
+	buf      *sink.Buffer
+	batcher  sink.Batcher    // the sink's, if it batches
+	exact    sink.Positioned // the sink's, if it stores positions
+	emitFrom int64           // records below this offset were emitted already (by an earlier owner, or before a crash)
+	// forwardFrom: the router's records of input below this offset (the
+	// group's committed offset when the worker started) were sent and
+	// committed by an earlier owner.
+	forwardFrom int64
+	clock       version.Clock
+
+	router    *skew.Router // the join, fair fan-out, hot keys (skew.go)
+	fwd       *forwarder   // the router's records
+	pacer     skew.Pacer
+	unchunked bool // the router does an input's work at once (a Positioned sink)
+
+	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
+	quiet atomic.Int64 // the last durable position without work in progress (-1: none); committed to Kafka
+	hot   atomic.Pointer[hotSnapshot]
+	in    chan []*kgo.Record
+	stop  chan struct{} // closed by requestStop
+	once  sync.Once     // closes stop
+
+	ctx    context.Context // the sink's; cancelled drainTimeout after stop, and at exit
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	busySince atomic.Int64 // UnixNano when the batch in progress began; 0 when idle
+	stats     reporter     // the sink's counters, for the scraper
+
+	fan      int
+	upserts  int
+	retracts int
+	input    keyed.Input
+	fw       skew.Forward
+	rstats   skew.RouterStats // the router's, as of the last commit (metrics deltas)
+
+	dir      string   // the partition's state directory
+	hasState bool     // the state had a position when the worker started
+	rb       *rebuild // a bulk rebuild in progress (rebuild.go), or nil
+}
+
+// errAbandoned ends a batch that could not finish before the drain deadline.
+var errAbandoned = errors.New("batch abandoned at the drain deadline")
+
+// requestStop asks the worker to stop after its batch in progress, within
+// the drain timeout. Safe to call more than once and from any goroutine:
+// the run loop's final stop and a revoke callback (which a rebalance may
+// run meanwhile) can both ask.
+func (w *worker) requestStop() {
+	w.once.Do(func() {
+		close(w.stop)
+		time.AfterFunc(w.j.cfg.Kafka.DrainTimeout, w.cancel)
+	})
+}
+
+func (w *worker) stopAndWait() {
+	w.requestStop()
+	<-w.done
+}
+
+func (w *worker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *worker) run() {
+	defer close(w.done)
+	defer w.cancel()
+	defer w.stopRebuild()
+	if err := w.start(); err != nil {
+		if w.stopping() && w.ctx.Err() != nil {
+			return
+		}
+		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
+		w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+		return
+	}
+	if err := w.startRebuild(w.dir, w.hasState); err != nil {
+		w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+		w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+		return
+	}
+	var recs []*kgo.Record
+	for {
+		if len(recs) == 0 {
+			if w.stepping() {
+				// Work in progress: input first, else a batch of steps.
+				select {
+				case <-w.stop:
+					w.finishWork()
+					return
+				case recs = <-w.in:
+				default:
+				}
+			} else {
+				select {
+				case <-w.stop:
+					w.finishWork()
+					return
+				case recs = <-w.in:
+				case <-w.idle():
+					if err := w.finishRebuild(); err != nil {
+						w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+						w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+						return
+					}
+					continue
+				}
+			}
+		}
+		var err error
+		if w.rb != nil && len(recs) > 0 {
+			if recs, err = w.rebuildRecords(recs); err != nil {
+				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+				return
+			}
+			if len(recs) == 0 {
+				continue
+			}
+		}
+		recs, err = w.batch(recs)
+		switch {
+		case err == nil:
+		case w.stopping() && (w.ctx.Err() != nil || errors.Is(err, errAbandoned)):
+			w.j.log.Warn("partition stopped with its batch in progress uncommitted (the next owner redoes it)",
+				"partition", w.p, "position", w.pos.Load(), "drain_timeout", w.j.cfg.Kafka.DrainTimeout, "err", err)
+			return
+		default:
+			w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+			w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+			return
+		}
+		if w.stopping() {
+			w.finishWork()
+			return
+		}
+	}
+}
+
+// start opens the sink and, for a Positioned one, starts emitting where
+// the delivered input ends.
+func (w *worker) start() error {
+	s, err := w.open(w.ctx)
+	if err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	w.sink = s
+	w.stats.set(s)
+	w.buf = sink.NewBuffer(s, writeChunk)
+	w.batcher, _ = s.(sink.Batcher)
+	w.exact, _ = s.(sink.Positioned)
+	if w.exact == nil {
+		return nil
+	}
+	w.unchunked = true
+	w.router.SetChunk(-1)
+	d, err := w.exact.Delivered(w.ctx)
+	if err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	if d.Pos > max(w.pos.Load(), 0) {
+		// The sink got a batch whose state commit was lost (a crash
+		// between the two), or the state is rebuilt here.
+		w.j.log.Info("the sink holds this partition's output beyond the local state; applying the records below its position without emitting them again",
+			"partition", w.p, "delivered", d.Pos, "complete", d.Complete, "chunks", d.Chunks, "local", w.pos.Load(), "committed", w.emitFrom)
+	}
+	w.emitFrom = max(w.emitFrom, d.Pos)
+	return nil
+}
+
+const writeChunk = 1024
+
+// batch runs one batch starting with recs (none: a batch of steps of the
+// work in progress) and returns the records received but not applied
+// (when the batch ended in the middle of a delivery).
+func (w *worker) batch(recs []*kgo.Record) ([]*kgo.Record, error) {
+	ctx := w.ctx
+	began := time.Now()
+	w.busySince.Store(began.UnixNano())
+	defer w.busySince.Store(0)
+	start := w.pos.Load() // the batch's first position; -1: the first record's
+	next := start
+	t := w.store.Begin()
+	defer t.Abort()
+	defer w.fwd.abort()
+	clock := w.clock // committed with the batch, or dropped with it
+	defer w.buf.Discard()
+	emit := w.emitter(ctx)
+	applied, rebuilt := 0, 0
+	writing := false // records at or above emitFrom were applied (or stepped): the sink has (or may have) this batch's changes
+	var maxDelay <-chan time.Time
+	if w.batcher != nil {
+		tm := time.NewTimer(w.batcher.MaxDelay())
+		defer tm.Stop()
+		maxDelay = tm.C
+	}
+	var rest []*kgo.Record
+apply:
+	for {
+		round, inputs := time.Now(), 0
+		for i, r := range recs {
+			if next >= 0 && r.Offset < next {
+				continue // already applied (redelivered after a rewind)
+			}
+			if r.Offset >= w.emitFrom && start < w.emitFrom {
+				// The first record to emit: a batch that applied records
+				// below emitFrom ends there; the next begins at emitFrom.
+				if applied > 0 {
+					next, rest = w.emitFrom, recs[i:]
+					break apply
+				}
+				start, next = w.emitFrom, w.emitFrom
+			}
+			if start < 0 {
+				start = r.Offset
+			}
+			if r.Offset >= w.emitFrom && !writing {
+				writing = true
+				if w.exact != nil {
+					if err := w.exact.Begin(start); err != nil {
+						return nil, fmt.Errorf("sink: %w", err)
+					}
+				}
+			}
+			if err := w.apply(t, &clock, r, emit, &rebuilt); err != nil {
+				return nil, err
+			}
+			next = r.Offset + 1
+			applied++
+			inputs++
+			if writing && w.batcher != nil {
+				// The sink sees every change at once, so that Full and
+				// Replaying (which count its rows) are current.
+				if err := w.buf.Write(ctx); err != nil {
+					return nil, fmt.Errorf("sink: %w", err)
+				}
+				if w.batcher.Full() && !w.replaying() {
+					rest = recs[i+1:]
+					break apply
+				}
+			}
+		}
+		recs = nil
+		if w.steps(next) {
+			// Steps of the work in progress: as long as the inputs just
+			// applied took, or idleQuantum when there were none.
+			writing = true // (never Positioned: see unchunked)
+			quantum := idleQuantum
+			if inputs > 0 {
+				w.pacer.Earn(time.Since(round))
+				quantum = 0
+			}
+			if err := w.step(t, quantum, emit); err != nil {
+				return nil, err
+			}
+			if w.batcher != nil {
+				if err := w.buf.Write(ctx); err != nil {
+					return nil, fmt.Errorf("sink: %w", err)
+				}
+				if w.batcher.Full() {
+					break apply
+				}
+			}
+		}
+		if w.batcher == nil || w.stopping() && !w.replaying() {
+			break
+		}
+		if w.steps(next) {
+			// Do not wait for input while there is work to step.
+			select {
+			case recs = <-w.in:
+			case <-maxDelay:
+				break apply
+			default:
+			}
+			continue
+		}
+		select {
+		case recs = <-w.in:
+		case <-maxDelay:
+			if !w.replaying() {
+				break apply
+			}
+			maxDelay = nil // a replayed batch goes on to what landed of it
+		case <-w.stop:
+			if w.replaying() {
+				return nil, errAbandoned
+			}
+			break apply
+		}
+	}
+	w.j.log.Debug("batch end", "partition", w.p, "start", start, "next", next, "applied", applied, "writing", writing, "rest", len(rest), "pos", w.pos.Load())
+	if next < 0 || next <= w.pos.Load() && t.Empty() {
+		return rest, nil // nothing new
+	}
+	if err := w.commit(ctx, t, clock, next, writing); err != nil {
+		return nil, err
+	}
+	if rebuilt > 0 {
+		w.j.m.StateRebuilt.Add(float64(rebuilt))
+	}
+	return rest, nil
+}
+
+// emitter returns a batch's emit function: into the sink buffer, counting.
+func (w *worker) emitter(ctx context.Context) keyed.Emit {
+	bufEmit := w.buf.Emitter(ctx)
+	w.upserts, w.retracts = 0, 0
+	return func(c *row.Change) error {
+		w.fan++
+		if c.Op == row.Upsert {
+			w.upserts++
+		} else {
+			w.retracts++
+		}
+		return bufEmit(c)
+	}
+}
+
+// commit ends a batch: position next and clock into t, the sink flushed
+// (End for a Positioned sink that was written), the router's records
+// committed to Kafka, and only then t committed.
+func (w *worker) commit(ctx context.Context, t *joinstate.Txn, clock version.Clock, next int64, writing bool) error {
+	if err := t.SetPosition(w.j.topic, w.p, next); err != nil {
+		return err
+	}
+	cb, _ := clock.MarshalBinary()
+	if err := t.SetMeta(metaClock, cb); err != nil {
+		return err
+	}
+	flushStart := time.Now()
+	var err error
+	if writing && w.exact != nil {
+		if err = w.buf.Write(ctx); err == nil {
+			err = w.exact.End(ctx, next)
+		}
+	} else {
+		_, err = w.buf.Flush(ctx)
+	}
+	if err != nil {
+		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
+		return fmt.Errorf("sink: %w", err)
+	}
+	if n := w.upserts + w.retracts; n > 0 {
+		w.j.m.SinkFlushSeconds.Observe(time.Since(flushStart).Seconds())
+		w.j.m.SinkBatchChanges.Observe(float64(n))
+		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
+		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
+	}
+	if _, err := w.fwd.commit(ctx); err != nil {
+		w.j.m.Errors.WithLabelValues("join", "forward").Inc()
+		return err
+	}
+	if err := t.Commit(); err != nil {
+		return err
+	}
+	w.clock = clock
+	w.pos.Store(next)
+	if !w.router.Busy() {
+		w.quiet.Store(next)
+	}
+	st := w.router.Stats
+	w.j.sm.Forwarded.Add(float64(st.Forwards + st.Proposals - w.rstats.Forwards - w.rstats.Proposals))
+	w.j.sm.Duplicates.Add(float64(st.Duplicate - w.rstats.Duplicate))
+	w.rstats = st
+	w.publishHot()
+	return nil
+}
+
+// steps reports whether a batch at position next steps the work in
+// progress: with a chunked router, at positions the worker writes, not
+// while rebuilding. (Work at positions below emitFrom, and an unchunked
+// router's, is drained with the records that made it.)
+func (w *worker) steps(next int64) bool {
+	return w.rb == nil && !w.unchunked && next >= 0 && next >= w.emitFrom && w.router.Runnable()
+}
+
+// stepping reports whether the worker has work in progress to run a batch
+// for without new input.
+func (w *worker) stepping() bool { return w.steps(w.pos.Load()) }
+
+// finishWork, when the worker is asked to stop, finishes the work in
+// progress that can finish without other partitions (not a cooling waiting
+// for confirmations) and commits, within the drain timeout, so that the
+// position committed to Kafka is the worker's own (a stop in the middle of
+// a fan-out would leave it at the last position without work in progress,
+// and the partition's next owner would emit again what came after it).
+// Errors (the drain deadline) are logged: the state stays as committed
+// before.
+func (w *worker) finishWork() {
+	pos := w.pos.Load()
+	if w.rb != nil || pos < 0 || !w.router.Runnable() || w.ctx.Err() != nil {
+		return
+	}
+	ctx := w.ctx
+	w.busySince.Store(time.Now().UnixNano())
+	defer w.busySince.Store(0)
+	t := w.store.Begin()
+	defer t.Abort()
+	defer w.fwd.abort()
+	defer w.buf.Discard()
+	emit := w.emitter(ctx)
+	writing := pos >= w.emitFrom
+	if !writing {
+		emit = discard
+	}
+	var err error
+	if writing && w.exact != nil {
+		// Never left by this worker (an unchunked router drains every
+		// input's work): an earlier run's, finished by the next batch.
+		return
+	}
+	w.router.Quiet = pos < w.forwardFrom
+	err = w.router.Drain(t, emit)
+	w.router.Quiet = false
+	if err == nil {
+		err = w.commit(ctx, t, w.clock, pos, writing)
+	}
+	if err != nil {
+		w.j.log.Warn("finishing the work in progress before stopping", "partition", w.p, "err", err)
+	}
+}
+
+// replaying reports whether the batch in progress re-creates one that was
+// cut short and must go on past what landed of it.
+func (w *worker) replaying() bool { return w.exact != nil && w.exact.Replaying() }
+
+// apply applies one record of the partition (a keyed record, or one of the
+// router's) to t, emitting its changes unless the record lies below
+// emitFrom. Below emitFrom, and with an unchunked router, the work in
+// progress the record can advance is drained with it (before: an earlier
+// run's; after: what the record unblocked), so that such a batch leaves
+// only work waiting for other partitions.
+func (w *worker) apply(t *joinstate.Txn, clock *version.Clock, r *kgo.Record, emit keyed.Emit, rebuilt *int) error {
+	if r.Attrs.IsControl() {
+		return nil // a transaction marker: only the position moves past it
+	}
+	w.fan = 0
+	e := emit
+	silent := r.Offset < w.emitFrom
+	if silent {
+		e = discard
+		*rebuilt++
+	}
+	w.router.Quiet = r.Offset < w.forwardFrom
+	defer func() { w.router.Quiet = false }()
+	drain := silent || w.unchunked
+	if drain && w.router.Runnable() {
+		if err := w.router.Drain(t, e); err != nil {
+			return err
+		}
+	}
+	if err := w.route(t, clock, r, e); err != nil {
+		return err
+	}
+	if drain && w.router.Runnable() {
+		if err := w.router.Drain(t, e); err != nil {
+			return err
+		}
+	}
+	if !silent {
+		w.j.m.FanOut.Observe(float64(w.fan))
+	}
+	return nil
+}
+
+func discard(*row.Change) error { return nil }
+
+// busyFor reports how long the worker has been in its batch in progress (0
+// when idle).
+func (w *worker) busyFor(now time.Time) time.Duration {
+	if b := w.busySince.Load(); b != 0 {
+		return now.Sub(time.Unix(0, b))
+	}
+	return 0
+}
