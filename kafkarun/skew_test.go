@@ -18,6 +18,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/sink"
 	chsink "github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
 
@@ -298,11 +299,12 @@ func TestSkewTurnedOff(t *testing.T) {
 }
 
 // TestSkewClickHouse: salted hot keys into a real ClickHouse, both sink
-// modes: the live view (upsert) and the rows whose _sign sums to 1
-// (changelog) equal the SQL join, after a restart halfway — in upsert mode
-// one that lost its state dir (every partition is rebuilt from the keyed
-// topic; changelog tables without insert deduplication cannot absorb what
-// a rebuild may emit again, see sink/clickhouse).
+// modes, with one sink per keyed partition as `run` makes them (driven
+// batches; in changelog mode with delivery markers, sink.Positioned): the
+// live view (upsert) and the rows whose _sign sums to 1 (changelog) equal
+// the SQL join, after a restart halfway that lost its state dir (every
+// partition is rebuilt from the keyed topic; the changelog sink's markers
+// keep what landed from being inserted again).
 func TestSkewClickHouse(t *testing.T) {
 	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
 	for _, tc := range []struct{ mode, join string }{{config.ModeUpsert, "left"}, {config.ModeChangelog, "inner"}, {config.ModeChangelog, "left"}} {
@@ -329,18 +331,20 @@ func TestSkewClickHouse(t *testing.T) {
 			cfg := cfgFor("a")
 			run := func(cfg *config.Config) (stop func() error, done chan error) {
 				ctx := context.Background()
-				sk, err := chsink.Open(ctx, cfg, chsink.Options{})
-				if err != nil {
-					t.Fatal(err)
+				newSink := func(ctx context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
+					o := chsink.Options{Driven: true}
+					if cfg.ClickHouse.Mode == config.ModeChangelog {
+						o.Stream = p.Stream
+						return chsink.OpenExact(ctx, cfg, o)
+					}
+					return chsink.Open(ctx, cfg, o)
 				}
 				rctx, cancel := context.WithCancel(ctx)
 				done = make(chan error, 1)
-				go func() { done <- kafkarun.Run(rctx, cfg, kafkarun.Options{Sink: sk}) }()
+				go func() { done <- kafkarun.Run(rctx, cfg, kafkarun.Options{NewSink: newSink}) }()
 				return func() error {
 					cancel()
-					err := <-done
-					sk.Close()
-					return err
+					return <-done
 				}, done
 			}
 			stop, _ := run(cfg)
@@ -348,11 +352,7 @@ func TestSkewClickHouse(t *testing.T) {
 			if err := stop(); err != nil {
 				t.Fatalf("seed %d: run: %v", seed, err)
 			}
-			dir := "a"
-			if tc.mode == config.ModeUpsert {
-				dir = "lost" // the state dir is lost: every partition is rebuilt
-			}
-			cfg2 := cfgFor(dir)
+			cfg2 := cfgFor("lost") // the state dir is lost: every partition is rebuilt
 			cfg2.ClickHouse.Table = cfg.ClickHouse.Table
 			produce(t, c.ListenAddrs(), h.Records[n/2:])
 			stop, done := run(cfg2)
