@@ -122,11 +122,9 @@ func (e *Engine) endBulk(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := l.Finish(load, e.buf.Emitter(ctx))
+	res, err := l.Finish(load, e.emitter(ctx))
 	if err == nil {
-		if _, err = e.buf.Flush(ctx); err != nil {
-			err = fmt.Errorf("cdcjoin: flush changes: %w", err)
-		}
+		err = e.flush(ctx)
 	}
 	if err != nil {
 		load.Abort()
@@ -140,6 +138,7 @@ func (e *Engine) endBulk(ctx context.Context) error {
 	load.SetMeta(metaInputs, binary.BigEndian.AppendUint64(nil, uint64(e.inputs)))
 	load.SetMeta(metaFingerprint, e.fingerprint())
 	load.SetMeta(metaBulk, []byte{0})
+	load.SetMeta(metaBatches, e.batchMeta())
 	if e.keyTypesDirty {
 		load.SetMeta(metaKeyTypes, e.keyTypes)
 	}
@@ -147,6 +146,7 @@ func (e *Engine) endBulk(ctx context.Context) error {
 		return err
 	}
 	e.keyTypesDirty = false
+	e.batches++
 	e.stats.Commits++
 	e.stats.Bulk = res
 	e.join.Stats.Inputs += res.Records

@@ -20,9 +20,14 @@
 // the key's later inputs wait for it (in the state, with the versions they
 // were given), so a rename of a parent with millions of children does not
 // stall every other key. Checkpoint commits such work in
-// progress; Commit finishes it first. Salting (spreading a hot parent over
-// several partitions) is the Kafka runtime's: the engine has one state and
-// one goroutine, so there is nothing to spread over.
+// progress; Commit finishes it first (in steps of drainRows rows, each a
+// batch of its own). With a sink.Positioned (exact.go) every fan-out is done
+// at once instead: a batch re-created after a crash must emit the same
+// changes in the same order, which steps shared by time would not. A bulk
+// snapshot load (bulk.go) emits its rows by a merge, without fan-outs; fair
+// fan-out starts with the first streaming record. Salting (spreading a hot
+// parent over several partitions) is the Kafka runtime's: the engine has
+// one state and one goroutine, so there is nothing to spread over.
 package engine
 
 import (
@@ -95,6 +100,10 @@ type Stats struct {
 	// chunks between later records); InputsWaited the inputs that waited
 	// behind one. Both since Open.
 	FanOutsChunked, InputsWaited uint64
+	// BatchesDelivered counts batches a Positioned sink held already when
+	// this run began (a crash came between their delivery and their
+	// commit): applied again without emitting (exact.go).
+	BatchesDelivered uint64
 }
 
 // Engine is the single-process join. Not safe for concurrent use.
@@ -139,6 +148,11 @@ type Engine struct {
 	bulkDir  string
 	bulkKey  []byte
 	endAfter bool // the record just loaded ends the snapshot
+
+	// Exactly-once output to a sink.Positioned (exact.go).
+	batches int64     // batches committed (metaBatches)
+	stream  string    // the state's stream name (metaStream)
+	ex      *exactOut // nil unless Options.Sink is a sink.Positioned
 }
 
 var (
@@ -200,6 +214,10 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		store.Close()
 		return nil, err
 	}
+	if err := e.loadExact(); err != nil {
+		store.Close()
+		return nil, err
+	}
 	if err := e.dec.RestoreKeyTypes(e.keyTypes); err != nil {
 		store.Close()
 		return nil, fmt.Errorf("cdcjoin: state in %s: %w", cfg.State.Dir, err)
@@ -213,6 +231,9 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	e.warm.Store(opts.WarmAlways || store.WarmingPays())
 	e.txn = store.Begin()
 	e.fair = skew.NewFair(e.join, cfg.Skew.ChunkRows)
+	if e.ex != nil {
+		e.fair.Chunk = -1 // see the package doc: fair fan-out and a Positioned sink
+	}
 	if err := e.fair.Load(e.txn); err != nil {
 		e.txn.Abort()
 		store.Close()
@@ -286,8 +307,13 @@ func (e *Engine) loadClock() error {
 
 // SetChunkRows changes skew.chunk_rows from the next record on (-1: every
 // fan-out at once); fan-outs in progress continue in chunks. The bench
-// compares both on one state.
-func (e *Engine) SetChunkRows(n int) { e.fair.Chunk = n }
+// compares both on one state. With a Positioned sink fan-outs are always
+// done at once, and it does nothing.
+func (e *Engine) SetChunkRows(n int) {
+	if e.ex == nil {
+		e.fair.Chunk = n
+	}
+}
 
 // OutputTypes returns the select list's column types, in select order, as
 // declared by the most recent records with a schema (zero entries where no
@@ -368,6 +394,11 @@ func (e *Engine) Process(ctx context.Context, r *Record) error {
 // they go to Options.DeadLetters. Other errors (state, sink) are returned
 // wrapped; after one, the Engine must be closed without Commit.
 func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
+	if e.ex != nil && !e.ex.started {
+		if err := e.startExact(ctx); err != nil {
+			return err
+		}
+	}
 	r := &d.Record
 	e.stats.Records++
 	if next, ok := e.resume[topicPart{r.Topic, r.Partition}]; ok && r.Offset < next {
@@ -432,7 +463,7 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 		}
 	}
 	r := &d.Record
-	emit := e.buf.Emitter(ctx)
+	emit := e.emitter(ctx)
 	e.keyer.Partition = r.Partition
 	start := time.Now()
 	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
@@ -447,6 +478,11 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	if err != nil || !e.fair.Busy() {
 		return err
 	}
+	if e.ex != nil {
+		// Left by a run without the Positioned sink: finished here, at
+		// the same record whenever the batch is re-created.
+		return e.fair.Drain(e.txn, emit)
+	}
 	return e.fair.Pace(e.txn, time.Since(start), emit)
 }
 
@@ -456,6 +492,11 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 // load (which emits the snapshot by a merge, never by fan-outs: while
 // loading there is no fan-out in progress).
 func (e *Engine) Commit(ctx context.Context) error {
+	if e.ex != nil && !e.ex.started {
+		if err := e.startExact(ctx); err != nil {
+			return err
+		}
+	}
 	if e.bulk != nil {
 		return e.endBulk(ctx)
 	}
@@ -463,7 +504,7 @@ func (e *Engine) Commit(ctx context.Context) error {
 	// committed, so that the sink sees it stream and a crash keeps what
 	// was done.
 	for e.fair.Busy() {
-		if err := e.fair.StepRows(e.txn, drainRows, e.buf.Emitter(ctx)); err != nil {
+		if err := e.fair.StepRows(e.txn, drainRows, e.emitter(ctx)); err != nil {
 			return err
 		}
 		if err := e.Checkpoint(ctx); err != nil {
@@ -488,8 +529,8 @@ func (e *Engine) Checkpoint(ctx context.Context) error {
 	if e.pending == 0 && e.txn.Empty() {
 		return nil
 	}
-	if _, err := e.buf.Flush(ctx); err != nil {
-		return fmt.Errorf("cdcjoin: flush changes: %w", err)
+	if err := e.flush(ctx); err != nil {
+		return err
 	}
 	for tp, next := range e.next {
 		if err := e.txn.SetPosition(tp.topic, tp.part, next); err != nil {
@@ -508,6 +549,9 @@ func (e *Engine) Checkpoint(ctx context.Context) error {
 	if err := e.txn.SetMeta(metaFingerprint, e.fingerprint()); err != nil {
 		return err
 	}
+	if err := e.txn.SetMeta(metaBatches, e.batchMeta()); err != nil {
+		return err
+	}
 	if e.keyTypesDirty {
 		if err := e.txn.SetMeta(metaKeyTypes, e.keyTypes); err != nil {
 			return err
@@ -520,6 +564,7 @@ func (e *Engine) Checkpoint(ctx context.Context) error {
 		return err
 	}
 	e.startSync()
+	e.batches++
 	e.stats.Commits++
 	e.pending, e.keyTypesDirty = 0, false
 	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())

@@ -144,7 +144,11 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 			t.Fatalf("Run stopped early: %v", err)
 		default:
 		}
-		return caughtUp(t, adm, cfg.Kafka.KeyedTopic(), cfg.Kafka.JoinGroup())
+		// The keying stage first (else a join that drained what the keyed
+		// topic holds so far would look done), then the join.
+		return caughtUp(t, adm, o.ParentTopic, cfg.Kafka.KeyingGroup()) &&
+			caughtUp(t, adm, o.ChildTopic, cfg.Kafka.KeyingGroup()) &&
+			caughtUp(t, adm, cfg.Kafka.KeyedTopic(), cfg.Kafka.JoinGroup())
 	})
 	elapsed := time.Since(start)
 	inserts, rows := counter.totals()

@@ -127,9 +127,21 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		if err != nil {
 			return err
 		}
-		ch := clickhouse.NewLazy(chCfg, func() []row.ColumnType { return eng.OutputTypes() })
-		closers = append(closers, ch.Close)
-		sinks = append(sinks, ch)
+		types := func() []row.ColumnType { return eng.OutputTypes() }
+		if chCfg.ClickHouse.Mode == config.ModeChangelog && a.changes == "" {
+			// Delivery markers: a crash between a batch's INSERTs and its
+			// state commit does not count the batch twice (engine/exact.go).
+			ch := clickhouse.NewLazyExact(chCfg, types, func() string { return eng.Stream() })
+			closers = append(closers, ch.Close)
+			sinks = append(sinks, ch)
+		} else {
+			if chCfg.ClickHouse.Mode == config.ModeChangelog {
+				fmt.Fprintln(stderr, "cdcjoin replay: warning: with --changes as well, the changelog table is written at least once, not exactly once: a crash between a batch's INSERTs and its commit counts that batch twice after --resume (replay into ClickHouse alone for exactly once)")
+			}
+			ch := clickhouse.NewLazy(chCfg, types)
+			closers = append(closers, ch.Close)
+			sinks = append(sinks, ch)
+		}
 	}
 	switch len(sinks) {
 	case 0:
@@ -168,6 +180,12 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 			retErr = err
 		}
 	}()
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	if n := eng.Stats().BatchesDelivered; n > 0 {
+		fmt.Fprintf(stderr, "cdcjoin replay: %d batches after the state's last commit are held by ClickHouse already (a crash came between their INSERTs and their commit): applying them without inserting again\n", n)
+	}
 	start := time.Now()
 	lastReport := start
 	var n uint64

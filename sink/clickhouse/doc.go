@@ -86,8 +86,11 @@
 // replay: keep the join group within kafka.min_compaction_lag of the log
 // end (as for rebuilds).
 //
-// Without markers (Open in changelog mode: `cdcjoin replay --clickhouse`,
-// custom drivers) the old guarantee holds: on 22.2+ a retry of a batch after
+// Both drivers use markers: `cdcjoin run` (a stream per keyed partition)
+// and `cdcjoin replay --clickhouse` (a stream per state, positions counted
+// in the engine's batches: engine/exact.go, through LazyExact). Without
+// markers (Open in changelog mode: replay with --changes as well, custom
+// drivers) the old guarantee holds: on 22.2+ a retry of a batch after
 // an ambiguous failure is deduplicated by its token; on 18.16 such a retry
 // can duplicate the batch; and a replay after a crash inserts again what
 // landed before the crash. Use upsert mode there, or replay into an empty
