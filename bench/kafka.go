@@ -179,8 +179,17 @@ func newKafkaDriver(ctx context.Context, o Options, p plan, stateDir string, inn
 // state directory under the driver's, instance id, registry and sink.
 func (d *kafkaDriver) start(cfg *config.Config) error {
 	n := max(d.o.Instances, 1)
+	views := make([]sink.Sink, n) // per instance: nil for d.inner
 	if n > 1 && d.inner != nil {
-		return errors.New("cdcjoin: bench: --instances > 1 works with the null sink only")
+		v, ok := d.inner.(*verifySink)
+		for i := range views {
+			if ok {
+				views[i], ok = v.view()
+			}
+		}
+		if !ok {
+			return errors.New("cdcjoin: bench: --instances > 1 works with the null sink only")
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d.mu.Lock()
@@ -190,6 +199,9 @@ func (d *kafkaDriver) start(cfg *config.Config) error {
 		c.Kafka.InstanceID = fmt.Sprintf("%s-%d", cfg.Kafka.InstanceID, i)
 		c.State.Dir = filepath.Join(cfg.State.Dir, fmt.Sprint("instance-", i))
 		inner := d.inner
+		if views[i] != nil {
+			inner = views[i]
+		}
 		if inner == nil {
 			inner = NewNullSink(cfg.OutputNames())
 		}
