@@ -293,12 +293,32 @@ func TestSmoke(t *testing.T) {
 	}
 	dir := t.TempDir()
 	o := Options{Workload: Workload{Rows: 20000, CDCEvents: 10000, RateDuration: 2e9, StormRenames: 3, StormGap: 2000, HotChildren: 2000},
-		Dir: dir, Sync: false, Verify: true}
+		Dir: dir, Sync: false, StormCompare: true, Verify: true}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	CheckReport(t, rep, dir)
+	checkStorms(t, rep, "storm_before", "storm")
+}
+
+// checkStorms checks that every storm variant ran, with the same output.
+func checkStorms(t *testing.T, rep *Report, names ...string) {
+	t.Helper()
+	pt := &rep.Points[0]
+	var rows []int64
+	for _, n := range names {
+		ph := pt.phase(n)
+		if ph == nil {
+			t.Fatalf("no %s phase", n)
+		}
+		rows = append(rows, ph.OutputRows)
+	}
+	for _, r := range rows {
+		if r < pt.HotChildren*int64(rep.Workload.StormRenames) {
+			t.Errorf("storm variants %v output %v rows: fewer than the hot parent's %d children × %d renames", names, rows, pt.HotChildren, rep.Workload.StormRenames)
+		}
+	}
 }
 
 // TestSmokeKafka is TestSmoke through the real Kafka runtime (kafkarun.Run
@@ -309,7 +329,7 @@ func TestSmokeKafka(t *testing.T) {
 	}
 	dir := t.TempDir()
 	o := Options{Workload: Workload{Rows: 20000, CDCEvents: 10000, RateDuration: 2e9, StormRenames: 3, StormGap: 2000, HotChildren: 2000},
-		Pipeline: PipelineKafka, Dir: dir, Sync: false, Verify: true}
+		Pipeline: PipelineKafka, Dir: dir, Sync: false, StormCompare: true, Instances: 2, Verify: true}
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -318,6 +338,10 @@ func TestSmokeKafka(t *testing.T) {
 		t.Errorf("pipeline %q", rep.Pipeline)
 	}
 	CheckReport(t, rep, dir)
+	checkStorms(t, rep, "storm_before", "storm_fair", "storm")
+	if pt := rep.Points[0]; len(pt.SaltingMoveSeconds) == 0 {
+		t.Error("the hot parent was not salted before the salted storm")
+	}
 }
 
 func TestFences(t *testing.T) {
@@ -336,20 +360,23 @@ func TestFences(t *testing.T) {
 		}
 	}
 	f := newFences(k, k)
+	var flushed []fenceSeen
 	for i := 0; i < k*k; i++ {
 		c := row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(fenceChild0 + int64(i))},
 			Values: []row.Value{row.Int(1), {Kind: row.KindString, Str: "F2"}, {}, {}, {Kind: row.KindString, Str: "fence-3"}}}
-		if !f.seen(&c) {
+		fs, fence, ok := f.seen(&c)
+		if !fence || !ok {
 			t.Fatal("fence row not recognised")
 		}
+		flushed = append(flushed, fs)
 		if f.reached(1) {
 			t.Fatal("reached before the flush acknowledged the fences")
 		}
 	}
-	if probe := (row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(probeChild0)}}); f.seen(&probe) {
+	if probe := (row.Change{Op: row.Upsert, ChildKey: []row.Value{row.Int(probeChild0)}}); func() bool { _, fence, _ := f.seen(&probe); return fence }() {
 		t.Error("a probe row taken for a fence")
 	}
-	f.acked()
+	f.acked(flushed)
 	if !f.reached(2) || f.reached(3) {
 		t.Errorf("reached(2)=%v reached(3)=%v, want true, false", f.reached(2), f.reached(3))
 	}

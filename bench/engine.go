@@ -52,6 +52,11 @@ type driver interface {
 	phase(ctx context.Context, idx int, name string, req phaseReq, rate float64) (Phase, error)
 	// snapshotState flushes and measures the state after the snapshot.
 	measureState(pt *Point, final bool) error
+	// stormVariants are the hot-key variants of --storm-compare, and
+	// configure switches to one (returning how long salting the hot
+	// parent took, if it did).
+	stormVariants() []stormVariant
+	configure(ctx context.Context, v stormVariant) (float64, error)
 	// tables returns the tables the generators ended with (after the last
 	// phase: the generators are idle).
 	tables() []cdcgen.Tables
@@ -167,8 +172,8 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 				if rate > 0 {
 					sent = due // latency from the scheduled time: no coordinated omission
 				}
-				id := d.pr.next(sent, idx)
-				k, v := d.syn.domain(probeOp, id, probeUserID, "probe.example.com", b.tsMs[k])
+				id, name := d.pr.next(sent, idx)
+				k, v := d.syn.domain(probeOp, id, probeUserID, name, b.tsMs[k])
 				er = engine.Record{Topic: probeTopic, Partition: probePart, Offset: d.probeO, Key: k, Value: v}
 				d.probeO++
 				if err := d.eng.Process(ctx, &er); err != nil {
@@ -177,7 +182,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 				ph.Probes++
 			}
 			if i&63 == 0 && !d.eng.Loading() && time.Since(d.last) >= d.o.Linger {
-				if err := d.eng.Commit(ctx); err != nil {
+				if err := d.eng.Checkpoint(ctx); err != nil {
 					return ph, err
 				}
 				d.last = time.Now()
@@ -189,6 +194,11 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 		if last {
 			break
 		}
+	}
+	// The phase's last records (probes among them) reach the sink now;
+	// then the fan-outs still in progress finish.
+	if err := d.eng.Checkpoint(ctx); err != nil {
+		return ph, err
 	}
 	if err := d.eng.Commit(ctx); err != nil {
 		return ph, err

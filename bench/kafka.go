@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -47,8 +49,9 @@ type kafkaDriver struct {
 	p     plan
 	smp   *sampler
 	pr    *probes
-	ps    *probeSink
+	inner sink.Sink // the ClickHouse sink, or nil (a null sink per instance)
 	fs    *fences
+	hot   *hotWatch
 	cl    *kfake.Cluster // nil on a real cluster
 	prods []*producer
 	syn   *synth // fences (driver goroutine only)
@@ -56,14 +59,24 @@ type kafkaDriver struct {
 	parentTopic, childTopic string
 	stateDir                string
 	parts                   int32
-	reg                     *prometheus.Registry
+	cfg                     *config.Config // the job (each instance gets its own state dir and id)
 
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	runDone chan struct{}
-	runErr  error // set before runDone closes
-	round   int
-	genCPU  []float64
+	cancel context.CancelFunc // stops pollConsumed
+	wg     sync.WaitGroup     // pollConsumed
+	mu     sync.Mutex         // guards runs (pollConsumed reads them)
+	runs   []*benchRun
+	round  int
+	storms int // storm phases run
+	genCPU []float64
+}
+
+// benchRun is one instance: a kafkarun.Run with its own registry and sink.
+type benchRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // set before done closes
+	reg    *prometheus.Registry
+	ps     *probeSink
 }
 
 // producer is one parallel producer: its own generator (source) and client.
@@ -82,7 +95,7 @@ const (
 
 func newKafkaDriver(ctx context.Context, o Options, p plan, stateDir string, inner sink.Sink, smp *sampler, pr *probes) (d *kafkaDriver, err error) {
 	d = &kafkaDriver{o: o, p: p, smp: smp, pr: pr, stateDir: stateDir, parts: int32(o.Workload.Partitions),
-		runDone: make(chan struct{}), reg: prometheus.NewRegistry()}
+		inner: inner, hot: &hotWatch{}}
 	defer func() {
 		if err != nil {
 			d.close()
@@ -114,15 +127,11 @@ func newKafkaDriver(ctx context.Context, o Options, p plan, stateDir string, inn
 	if inner == nil && o.ClickHouse != "" {
 		return d, errors.New("cdcjoin: bench: internal: clickhouse sink not opened")
 	}
-	cfg, err := jobConfigTopics(o, d.parentTopic, d.childTopic, stateDir, extra+clickhouseExtra(o))
+	d.cfg, err = jobConfigTopics(o, d.parentTopic, d.childTopic, stateDir, extra+clickhouseExtra(o))
 	if err != nil {
 		return d, err
 	}
-	if inner == nil {
-		inner = NewNullSink(cfg.OutputNames())
-	}
 	d.fs = newFences(int(d.parts), int(d.parts))
-	d.ps = &probeSink{inner: inner, p: pr, out: &smp.out, fences: d.fs}
 
 	// Producers, each with its own generator thread.
 	n := o.Producers
@@ -153,20 +162,91 @@ func newKafkaDriver(ctx context.Context, o Options, p plan, stateDir string, inn
 		return d, err
 	}
 
+	if err := d.start(d.cfg); err != nil {
+		return d, err
+	}
 	rctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d.wg.Add(2)
-	go func() {
-		defer d.wg.Done()
-		defer close(d.runDone)
-		d.runErr = kafkarun.Run(rctx, cfg, kafkarun.Options{Sink: d.ps, Logger: log, Registry: d.reg})
-	}()
+	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		d.pollConsumed(rctx)
 	}()
 	return d, nil
+}
+
+// start starts o.Instances instances of the job cfg, each with its own
+// state directory under the driver's, instance id, registry and sink.
+func (d *kafkaDriver) start(cfg *config.Config) error {
+	n := max(d.o.Instances, 1)
+	views := make([]sink.Sink, n) // per instance: nil for d.inner
+	if n > 1 && d.inner != nil {
+		v, ok := d.inner.(*verifySink)
+		for i := range views {
+			if ok {
+				views[i], ok = v.view()
+			}
+		}
+		if !ok {
+			return errors.New("cdcjoin: bench: --instances > 1 works with the null sink only")
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := 0; i < n; i++ {
+		c := *cfg
+		c.Kafka.InstanceID = fmt.Sprintf("%s-%d", cfg.Kafka.InstanceID, i)
+		c.State.Dir = filepath.Join(cfg.State.Dir, fmt.Sprint("instance-", i))
+		inner := d.inner
+		if views[i] != nil {
+			inner = views[i]
+		}
+		if inner == nil {
+			inner = NewNullSink(cfg.OutputNames())
+		}
+		r := &benchRun{done: make(chan struct{}), reg: prometheus.NewRegistry(),
+			ps: &probeSink{inner: inner, p: d.pr, out: &d.smp.out, fences: d.fs, hot: d.hot}}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.cancel = cancel
+		go func() { // owned by the driver: stopped by stop (or close), which waits for done
+			defer close(r.done)
+			r.err = kafkarun.Run(ctx, &c, kafkarun.Options{Sink: r.ps, Logger: log.With("instance", i), Registry: r.reg})
+		}()
+		d.runs = append(d.runs, r)
+	}
+	return nil
+}
+
+// stop stops the instances (they drain and commit) and returns the first
+// error of a Run.
+func (d *kafkaDriver) stop() error {
+	d.mu.Lock()
+	runs := d.runs
+	d.runs = nil
+	d.mu.Unlock()
+	var err error
+	for _, r := range runs {
+		r.cancel()
+	}
+	for _, r := range runs {
+		<-r.done
+		if r.err != nil && err == nil {
+			err = r.err
+		}
+	}
+	return err
+}
+
+// registries returns the running instances' metrics.
+func (d *kafkaDriver) registries() []*prometheus.Registry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*prometheus.Registry, len(d.runs))
+	for i, r := range d.runs {
+		out[i] = r.reg
+	}
+	return out
 }
 
 // clickhouseExtra is the job's clickhouse section when the ClickHouse sink
@@ -205,22 +285,34 @@ func (d *kafkaDriver) pollConsumed(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			mfs, err := d.reg.Gather()
-			if err != nil {
-				continue
+			// Instances restarted between phases start counting from
+			// zero: keep the largest total.
+			if sum := d.metricSum("cdcjoin_keying_events_total"); uint64(sum) > d.smp.in.Load() {
+				d.smp.in.Store(uint64(sum))
 			}
-			var sum float64
-			for _, mf := range mfs {
-				if mf.GetName() != "cdcjoin_keying_events_total" {
-					continue
-				}
-				for _, m := range mf.GetMetric() {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-			d.smp.in.Store(uint64(sum))
 		}
 	}
+}
+
+// metricSum adds up a metric's values (counters and gauges) over the
+// running instances.
+func (d *kafkaDriver) metricSum(name string) float64 {
+	var sum float64
+	for _, reg := range d.registries() {
+		mfs, err := reg.Gather()
+		if err != nil {
+			continue
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func (d *kafkaDriver) tables() []cdcgen.Tables {
@@ -232,6 +324,7 @@ func (d *kafkaDriver) tables() []cdcgen.Tables {
 }
 
 func (d *kafkaDriver) close() error {
+	err := d.stop()
 	if d.cancel != nil {
 		d.cancel()
 	}
@@ -245,12 +338,8 @@ func (d *kafkaDriver) close() error {
 	if d.cl != nil {
 		d.cl.Close()
 	}
-	var err error
-	if d.cancel != nil {
-		err = d.runErr
-	}
-	if d.ps != nil {
-		if cerr := d.ps.Close(); err == nil {
+	if d.inner != nil {
+		if cerr := d.inner.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -337,6 +426,10 @@ func (d *kafkaDriver) phase(ctx context.Context, idx int, name string, req phase
 			return ph, ctx.Err()
 		}
 	}
+	if req.kind == phaseStorm {
+		d.storms++
+		d.hot.watch(stormName(d.storms * d.o.Workload.StormRenames))
+	}
 	m := beginPhase(d.smp, name, expected(req, d.p, d.o.Workload), sum(d.genCPU))
 	t0 := time.Now()
 
@@ -375,6 +468,11 @@ func (d *kafkaDriver) phase(ctx context.Context, idx int, name string, req phase
 	}
 	if err := d.waitFences(ctx, d.round); err != nil {
 		return ph, err
+	}
+	if req.kind == phaseStorm {
+		if err := d.waitHot(ctx); err != nil {
+			return ph, err
+		}
 	}
 	m.end(&ph, d.smp, d.pr, idx, sum(d.genCPU))
 	return ph, nil
@@ -429,8 +527,8 @@ func (d *kafkaDriver) produce(ctx context.Context, pd *producer, idx int, t0 tim
 				if rate > 0 {
 					sent = due // from the scheduled time: no coordinated omission
 				}
-				id := d.pr.next(sent, idx)
-				k, v := pd.syn.domain('c', id, probeUserID, "probe.example.com", sent.UnixMilli())
+				id, name := d.pr.next(sent, idx)
+				k, v := pd.syn.domain('c', id, probeUserID, name, sent.UnixMilli())
 				pd.cl.Produce(ctx, &kgo.Record{Topic: d.childTopic, Partition: probePart, Key: clone(k), Value: clone(v), Timestamp: sent}, promise)
 				probes++
 			}
@@ -454,17 +552,31 @@ func (d *kafkaDriver) produce(ctx context.Context, pd *producer, idx int, t0 tim
 // waitFences waits until the sink acknowledged fence round r, the runtime
 // stopped (its error) or ctx ended.
 func (d *kafkaDriver) waitFences(ctx context.Context, r int) error {
+	return d.waitFor(ctx, func() bool { return d.fs.reached(r) })
+}
+
+// waitFor polls done until it holds, an instance stopped (its error) or
+// ctx ended.
+func (d *kafkaDriver) waitFor(ctx context.Context, done func() bool) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for !d.fs.reached(r) {
+	for !done() {
+		d.mu.Lock()
+		runs := d.runs
+		d.mu.Unlock()
+		for _, r := range runs {
+			select {
+			case <-r.done:
+				if r.err != nil {
+					return r.err
+				}
+				return errors.New("cdcjoin: bench: the runtime stopped before the phase completed")
+			default:
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-d.runDone:
-			if d.runErr != nil {
-				return d.runErr
-			}
-			return errors.New("cdcjoin: bench: the runtime stopped before the phase completed")
 		case <-t.C:
 		}
 	}
@@ -482,7 +594,7 @@ func (d *kafkaDriver) measureState(pt *Point, final bool) error {
 	if err != nil {
 		return err
 	}
-	ss, err := gatherState(d.reg)
+	ss, err := gatherState(d.registries())
 	if err != nil {
 		return err
 	}
@@ -514,11 +626,15 @@ type stateFigures struct {
 	hits, misses  float64 // block cache
 }
 
-func gatherState(g prometheus.Gatherer) (stateFigures, error) {
+func gatherState(regs []*prometheus.Registry) (stateFigures, error) {
 	var f stateFigures
-	mfs, err := g.Gather()
-	if err != nil {
-		return f, fmt.Errorf("cdcjoin: bench: gather state metrics: %w", err)
+	var mfs []*dto.MetricFamily
+	for _, g := range regs {
+		m, err := g.Gather()
+		if err != nil {
+			return f, fmt.Errorf("cdcjoin: bench: gather state metrics: %w", err)
+		}
+		mfs = append(mfs, m...)
 	}
 	bytesOf := map[string]float64{} // partition → state bytes
 	amps := map[string]float64{}
@@ -590,11 +706,10 @@ func duBytes(dir string) (uint64, error) {
 // "F<r>") and update round (domain_name "fence-<r>") the sink has
 // acknowledged. Safe for concurrent use.
 type fences struct {
-	mu       sync.Mutex
-	k        int
-	parent   []int
-	child    []int
-	pendings []fenceSeen
+	mu     sync.Mutex
+	k      int
+	parent []int
+	child  []int
 }
 
 type fenceSeen struct {
@@ -607,32 +722,27 @@ func newFences(sourceParts, keyedParts int) *fences {
 	return &fences{k: keyedParts, parent: make([]int, n), child: make([]int, n)}
 }
 
-// seen notes a fence change written to the sink (acknowledged at flush).
-// It reports whether c is a fence row.
-func (f *fences) seen(c *row.Change) bool {
+// seen reports whether c is a fence row and, for a fence update, what to
+// apply once the sink that got it has flushed (ok).
+func (f *fences) seen(c *row.Change) (fs fenceSeen, fence, ok bool) {
 	ck := c.ChildKey
 	if len(ck) != 1 || ck[0].Kind != row.KindInt || ck[0].Int < fenceChild0 || ck[0].Int >= fenceChild0+int64(len(f.parent)) {
-		return false
+		return fs, false, false
 	}
 	if c.Op != row.Upsert || len(c.Values) < 5 {
-		return true
+		return fs, true, false
 	}
-	fs := fenceSeen{idx: int(ck[0].Int - fenceChild0), parent: roundOf(c.Values[1].Str, "F"), child: roundOf(c.Values[4].Str, "fence-")}
-	f.mu.Lock()
-	f.pendings = append(f.pendings, fs)
-	f.mu.Unlock()
-	return true
+	return fenceSeen{idx: int(ck[0].Int - fenceChild0), parent: roundOf(c.Values[1].Str, "F"), child: roundOf(c.Values[4].Str, "fence-")}, true, true
 }
 
-// acked applies the fence changes seen since the last flush.
-func (f *fences) acked() {
+// acked applies fence changes a sink has flushed.
+func (f *fences) acked(seen []fenceSeen) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, s := range f.pendings {
+	for _, s := range seen {
 		f.parent[s.idx] = max(f.parent[s.idx], s.parent)
 		f.child[s.idx] = max(f.child[s.idx], s.child)
 	}
-	f.pendings = f.pendings[:0]
 }
 
 // reached reports whether every fence row shows round r on both sides.

@@ -52,12 +52,20 @@ func (r *Report) charts() map[string]string {
 		if ph.Latency.Count == 0 || (bulk && ph.Name == "snapshot") {
 			continue
 		}
+		if strings.Contains(ph.Name, "#") {
+			continue // a later round of a storm variant: the hot-key chart has their medians
+		}
 		groups = append(groups, ph.Name)
 		p50.ys = append(p50.ys, ph.Latency.P50Ms)
 		p99.ys = append(p99.ys, ph.Latency.P99Ms)
 		p999.ys = append(p999.ys, ph.Latency.P999Ms)
 	}
 	out[chartLatency] = barChart(title, "milliseconds", groups, []series{p50, p99, p999})
+	for i := range r.Points {
+		if pt := &r.Points[i]; len(pt.StormVariants) > 0 {
+			out[hotKeysChartName(pt)] = r.hotKeysChart(pt)
+		}
+	}
 	if st := pt.phase("storm"); st != nil {
 		in, outS, lat := series{name: "input events/s"}, series{name: "output rows/s"}, series{name: "max probe latency ms"}
 		for _, s := range st.Timeline {
@@ -135,6 +143,9 @@ func (r *Report) Markdown() string {
 	}
 	if r.Stopped != "" {
 		p("\n**Sweep stopped:** %s\n", r.Stopped)
+	}
+	for i := range r.Points {
+		r.hotKeysMarkdown(&b, &r.Points[i])
 	}
 	p("\nChild state includes the child index (child key → join key + last row), which the keyer needs to retract FK moves and resolve TOAST without `before`.\n")
 	charts := r.charts()

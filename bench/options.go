@@ -58,6 +58,10 @@ type Workload struct {
 	// for unchanged text columns of 10% of updates): for peers that would
 	// store the placeholder as the value (see RunPeers).
 	NoToast bool
+	// StormRate paces the storm phases at this many records/s (0: flat
+	// out; < 0: the cdc_rate phase's rate). Paced, the storm's latency is
+	// the pipeline's, not the queue's.
+	StormRate float64
 }
 
 // Options configure a benchmark run.
@@ -109,6 +113,13 @@ type Options struct {
 	ProgressEvery time.Duration
 	// MachineNote describes the machine in the report (cores, load, …).
 	MachineNote string
+	// StormCompare runs the storm phase once per hot-key variant, side by
+	// side (hotkeys.go), StormRounds times (default 1), alternating.
+	StormCompare bool
+	StormRounds  int
+	// Instances is the number of kafkarun instances of the Kafka pipeline
+	// (default 1), in this process, each with its own state and sink.
+	Instances int
 }
 
 // withDefaults fills zero fields.
@@ -188,6 +199,9 @@ func (o Options) validate() error {
 	}
 	if w.Rate < 0 {
 		errs = append(errs, "rate must be >= 0")
+	}
+	if o.Instances < 0 || (o.Instances > 1 && o.Pipeline != PipelineKafka) {
+		errs = append(errs, "--instances needs --pipeline kafka")
 	}
 	switch o.Pipeline {
 	case PipelineEngine:

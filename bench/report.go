@@ -62,6 +62,7 @@ type Settings struct {
 	ProbeEvery   int     `json:"probe_every"`
 	Producers    int     `json:"producers,omitempty"`
 	Brokers      string  `json:"brokers,omitempty"`
+	Instances    int     `json:"instances,omitempty"`
 }
 
 // Point is one scale point: a fresh state loaded with Rows source rows,
@@ -81,6 +82,11 @@ type Point struct {
 	WriteAmp          float64 `json:"write_amp"`
 	BlockCacheHitRate float64 `json:"block_cache_hit_rate"`
 	Phases            []Phase `json:"phases"`
+	// StormVariants are the storm phases run side by side
+	// (--storm-compare), by phase name; SaltingMoveSeconds is how long the
+	// hot parent's move to the salted layout took before the salted one.
+	StormVariants      []stormVariant `json:"storm_variants,omitempty"`
+	SaltingMoveSeconds []float64      `json:"salting_move_seconds,omitempty"`
 }
 
 // Phase is what one phase measured.

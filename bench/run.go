@@ -108,6 +108,7 @@ func newReport(o Options) *Report {
 	r.Machine.Note = o.MachineNote
 	if o.Pipeline == PipelineKafka {
 		r.Settings.Producers = o.Producers
+		r.Settings.Instances = max(o.Instances, 1)
 		r.Settings.Brokers = strings.Join(o.Brokers, ",")
 		if r.Settings.Brokers == "" {
 			r.Settings.Brokers = "kfake (in-process)"
@@ -229,8 +230,17 @@ func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) erro
 		}
 		add(&ph)
 	}
-	if o.Workload.StormRenames > 0 {
-		ph, err = phase(3, "storm", phaseReq{kind: phaseStorm}, 0)
+	stormRate := o.Workload.StormRate
+	if stormRate < 0 {
+		stormRate = rate // the cdc_rate phase's
+	}
+	switch {
+	case o.Workload.StormRenames > 0 && o.StormCompare:
+		if err := runStorms(ctx, d, pt, 3, stormRate, o.StormRounds, add); err != nil {
+			return err
+		}
+	case o.Workload.StormRenames > 0:
+		ph, err = phase(3, "storm", phaseReq{kind: phaseStorm}, stormRate)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,16 +125,37 @@ const probeRing = 1 << 16
 
 func newProbes() *probes { return &probes{hists: map[int]*Histogram{}} }
 
+// probeChildren is how many child ids the probes cycle through: the probe
+// parent keeps at most this many children (it must not turn into a hot
+// parent itself), each probe updating one with its sequence number in its
+// name.
+const probeChildren = 1024
+
 // next reserves a probe sent at t during phase; it returns the probe's
-// child id.
-func (p *probes) next(t time.Time, phase int) int64 {
+// child id and domain name (which carries its sequence number).
+func (p *probes) next(t time.Time, phase int) (int64, string) {
 	s := p.seq.Add(1) - 1
 	p.sent[s%probeRing].Store(t.UnixNano())
 	p.phase[s%probeRing].Store(int32(phase))
-	return probeChild0 + s
+	return probeChild0 + s%probeChildren, "probe-" + strconv.FormatInt(s, 10) + ".example.com"
 }
 
-// acked records probe child ids acknowledged at t.
+// probeSeq returns the sequence number of a probe row (its domain name),
+// or -1.
+func probeSeq(c *row.Change) int64 {
+	ck := c.ChildKey
+	if len(ck) != 1 || ck[0].Kind != row.KindInt || ck[0].Int < probeChild0 || ck[0].Int >= probeChild0+probeChildren || c.Op != row.Upsert || len(c.Values) < 5 {
+		return -1
+	}
+	name := strings.TrimSuffix(strings.TrimPrefix(c.Values[4].Str, "probe-"), ".example.com")
+	s, err := strconv.ParseInt(name, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return s
+}
+
+// acked records probes (sequence numbers) acknowledged at t.
 func (p *probes) acked(ids []int64, t time.Time) {
 	if len(ids) == 0 {
 		return
@@ -140,8 +163,7 @@ func (p *probes) acked(ids []int64, t time.Time) {
 	now := t.UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, id := range ids {
-		s := id - probeChild0
+	for _, s := range ids {
 		if s < 0 || s >= p.seq.Load() || p.seq.Load()-s > probeRing {
 			continue // unknown, or overwritten in the ring
 		}
@@ -184,25 +206,42 @@ type probeSink struct {
 	p       *probes
 	out     *atomic.Uint64
 	pending []int64
-	mu      sync.Mutex // guards pending (Kafka runtime: one sink per partition)
+	fenced  []fenceSeen
+	hotRows int64
+	mu      sync.Mutex // guards pending, fenced, hotRows (Kafka runtime: one sink per partition)
 	// fences, if set (Kafka pipeline), tracks the phase-completion fence
 	// rows (kafka.go).
 	fences *fences
+	// hot, if set, counts the hot parent's rows of a storm's last rename
+	// (hotkeys.go).
+	hot *hotWatch
 }
 
 func (s *probeSink) Write(ctx context.Context, cs []row.Change) error {
 	var found []int64
+	var fenced []fenceSeen
+	var hot int64
 	for i := range cs {
-		if s.fences != nil && s.fences.seen(&cs[i]) {
-			continue
+		if s.fences != nil {
+			if fs, fence, ok := s.fences.seen(&cs[i]); fence {
+				if ok {
+					fenced = append(fenced, fs)
+				}
+				continue
+			}
 		}
-		if ck := cs[i].ChildKey; len(ck) == 1 && ck[0].Kind == row.KindInt && ck[0].Int >= probeChild0 && ck[0].Int < fenceParent0 && cs[i].Op == row.Upsert {
-			found = append(found, ck[0].Int)
+		if s.hot != nil && s.hot.match(&cs[i]) {
+			hot++
+		}
+		if seq := probeSeq(&cs[i]); seq >= 0 {
+			found = append(found, seq)
 		}
 	}
-	if len(found) > 0 {
+	if len(found) > 0 || len(fenced) > 0 || hot > 0 {
 		s.mu.Lock()
 		s.pending = append(s.pending, found...)
+		s.fenced = append(s.fenced, fenced...)
+		s.hotRows += hot
 		s.mu.Unlock()
 	}
 	s.out.Add(uint64(len(cs)))
@@ -211,15 +250,18 @@ func (s *probeSink) Write(ctx context.Context, cs []row.Change) error {
 
 func (s *probeSink) Flush(ctx context.Context) error {
 	s.mu.Lock()
-	ids := s.pending
-	s.pending = nil
+	ids, fenced, hot := s.pending, s.fenced, s.hotRows
+	s.pending, s.fenced, s.hotRows = nil, nil, 0
 	s.mu.Unlock()
 	if err := s.inner.Flush(ctx); err != nil {
 		return err
 	}
 	s.p.acked(ids, time.Now())
 	if s.fences != nil {
-		s.fences.acked()
+		s.fences.acked(fenced)
+	}
+	if s.hot != nil {
+		s.hot.acked(hot)
 	}
 	return nil
 }

@@ -33,6 +33,12 @@ func (v *verifySink) Write(ctx context.Context, cs []row.Change) error {
 	if err := v.inner.Write(ctx, cs); err != nil {
 		return err
 	}
+	v.record(cs)
+	return nil
+}
+
+// record keeps copies of changes written, until a Flush.
+func (v *verifySink) record(cs []row.Change) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, c := range cs {
@@ -45,13 +51,19 @@ func (v *verifySink) Write(ctx context.Context, cs []row.Change) error {
 		cp.Prev = nil
 		v.pending = append(v.pending, cp)
 	}
-	return nil
 }
 
 func (v *verifySink) Flush(ctx context.Context) error {
 	if err := v.inner.Flush(ctx); err != nil {
 		return err
 	}
+	v.apply()
+	return nil
+}
+
+// apply applies the changes written so far to the model (they were
+// flushed).
+func (v *verifySink) apply() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for i := range v.pending {
@@ -60,10 +72,44 @@ func (v *verifySink) Flush(ctx context.Context) error {
 		}
 	}
 	v.pending = v.pending[:0]
-	return nil
 }
 
 func (v *verifySink) Close() error { return v.inner.Close() }
+
+// view returns a sink for one more pipeline instance (--instances): it
+// writes to its own null sink (one goroutine at a time) and to v's model.
+// Only for a verifySink over a null sink (ok false otherwise).
+func (v *verifySink) view() (s sink.Sink, ok bool) {
+	ns, ok := v.inner.(*NullSink)
+	if !ok {
+		return nil, false
+	}
+	return &verifyView{v: v, inner: NewNullSink(ns.names)}, true
+}
+
+// verifyView is one instance's side of a shared verifySink.
+type verifyView struct {
+	v     *verifySink
+	inner sink.Sink
+}
+
+func (w *verifyView) Write(ctx context.Context, cs []row.Change) error {
+	if err := w.inner.Write(ctx, cs); err != nil {
+		return err
+	}
+	w.v.record(cs)
+	return nil
+}
+
+func (w *verifyView) Flush(ctx context.Context) error {
+	if err := w.inner.Flush(ctx); err != nil {
+		return err
+	}
+	w.v.apply()
+	return nil
+}
+
+func (w *verifyView) Close() error { return w.inner.Close() }
 
 // Stats passes the inner sink's counters on.
 func (v *verifySink) Stats() sink.Stats {

@@ -187,6 +187,7 @@ type Config struct {
 	Debezium   Debezium    `yaml:"debezium"`
 	Kafka      Kafka       `yaml:"kafka"`
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
+	Skew       Skew        `yaml:"skew"`
 
 	root *yaml.Node
 }
@@ -342,6 +343,7 @@ func (c *Config) EnsureDefaults() {
 	if c.ClickHouse != nil {
 		c.ClickHouse.defaults(c)
 	}
+	c.Skew.defaults()
 }
 
 // Validate reports every problem of a Config built in code (a *Problems),
@@ -426,6 +428,7 @@ func (c *Config) validate(p *Problems) {
 	if c.ClickHouse != nil {
 		c.ClickHouse.validate(c, p)
 	}
+	c.Skew.validate(c, p)
 }
 
 func (c *Config) validateTable(p *Problems, side string, t *Table, child bool) {

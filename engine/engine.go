@@ -13,6 +13,21 @@
 // higher versions). A crash loses at most the uncommitted batch;
 // reprocessing it from the committed positions reproduces the same changes
 // with the same versions.
+//
+// Fair fan-out (skew.chunk_rows): a parent's fan-out emits at most
+// chunk_rows rows at once; the rest is done in chunks between later
+// records, taking about as much time as the records do (skew.Pacer), and
+// the key's later inputs wait for it (in the state, with the versions they
+// were given), so a rename of a parent with millions of children does not
+// stall every other key. Checkpoint commits such work in
+// progress; Commit finishes it first (in steps of drainRows rows, each a
+// batch of its own). With a sink.Positioned (exact.go) every fan-out is done
+// at once instead: a batch re-created after a crash must emit the same
+// changes in the same order, which steps shared by time would not. A bulk
+// snapshot load (bulk.go) emits its rows by a merge, without fan-outs; fair
+// fan-out starts with the first streaming record. Salting (spreading a hot
+// parent over several partitions) is the Kafka runtime's: the engine has
+// one state and one goroutine, so there is nothing to spread over.
 package engine
 
 import (
@@ -35,6 +50,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/skew"
 	"github.com/cdcjoin/cdcjoin/version"
 )
 
@@ -80,6 +96,10 @@ type Stats struct {
 	Commits    uint64
 	Join       keyed.Stats
 	Bulk       bulkload.Result // the snapshot's bulk load, once it ended
+	// FanOutsChunked counts fan-outs larger than skew.chunk_rows (done in
+	// chunks between later records); InputsWaited the inputs that waited
+	// behind one. Both since Open.
+	FanOutsChunked, InputsWaited uint64
 	// BatchesDelivered counts batches a Positioned sink held already when
 	// this run began (a crash came between their delivery and their
 	// commit): applied again without emitting (exact.go).
@@ -94,6 +114,7 @@ type Engine struct {
 	store   *joinstate.Store
 	keyer   *keyed.Keyer
 	join    *keyed.Join
+	fair    *skew.Fair
 	dec     *job.Decoder // for Process
 	scratch Decoded
 	txn     *joinstate.Txn
@@ -209,6 +230,15 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e.warm.Store(opts.WarmAlways || store.WarmingPays())
 	e.txn = store.Begin()
+	e.fair = skew.NewFair(e.join, cfg.Skew.ChunkRows)
+	if e.ex != nil {
+		e.fair.Chunk = -1 // see the package doc: fair fan-out and a Positioned sink
+	}
+	if err := e.fair.Load(e.txn); err != nil {
+		e.txn.Abort()
+		store.Close()
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -275,6 +305,16 @@ func (e *Engine) loadClock() error {
 	return nil
 }
 
+// SetChunkRows changes skew.chunk_rows from the next record on (-1: every
+// fan-out at once); fan-outs in progress continue in chunks. The bench
+// compares both on one state. With a Positioned sink fan-outs are always
+// done at once, and it does nothing.
+func (e *Engine) SetChunkRows(n int) {
+	if e.ex == nil {
+		e.fair.Chunk = n
+	}
+}
+
 // OutputTypes returns the select list's column types, in select order, as
 // declared by the most recent records with a schema (zero entries where no
 // such record was seen yet). Sinks that create tables use it.
@@ -295,6 +335,7 @@ func (e *Engine) Inputs() int64 { return e.inputs }
 func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.Join = e.join.Stats
+	s.FanOutsChunked, s.InputsWaited = e.fair.Chunked(), e.fair.Waited()
 	return s
 }
 
@@ -386,7 +427,7 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 		return e.endBulk(ctx)
 	}
 	if e.bulk == nil && e.pending >= e.cfg.State.BatchEvents {
-		return e.Commit(ctx)
+		return e.Checkpoint(ctx)
 	}
 	return nil
 }
@@ -424,26 +465,64 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	r := &d.Record
 	emit := e.emitter(ctx)
 	e.keyer.Partition = r.Partition
+	start := time.Now()
 	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
 		v := e.clock.At(e.inputs)
 		e.inputs++
-		return e.join.Apply(e.txn, in, v, emit)
+		return e.fair.Apply(e.txn, in, v, emit)
 	})
 	var ke *keyed.KeyError
 	if errors.As(err, &ke) {
 		return &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
 	}
-	return err
+	if err != nil || !e.fair.Busy() {
+		return err
+	}
+	if e.ex != nil {
+		// Left by a run without the Positioned sink: finished here, at
+		// the same record whenever the batch is re-created.
+		return e.fair.Drain(e.txn, emit)
+	}
+	return e.fair.Pace(e.txn, time.Since(start), emit)
 }
 
-// Commit flushes emitted changes to the sink and then commits state,
-// version clock and positions atomically. It ends a bulk load.
+// Commit finishes the fan-outs in progress, flushes every emitted change to
+// the sink and then commits state, version clock and positions atomically:
+// afterwards the sink holds the join of everything applied. It ends a bulk
+// load (which emits the snapshot by a merge, never by fan-outs: while
+// loading there is no fan-out in progress).
 func (e *Engine) Commit(ctx context.Context) error {
 	if e.ex != nil && !e.ex.started {
 		if err := e.startExact(ctx); err != nil {
 			return err
 		}
 	}
+	if e.bulk != nil {
+		return e.endBulk(ctx)
+	}
+	// A backlog of fan-outs is finished in steps, each flushed and
+	// committed, so that the sink sees it stream and a crash keeps what
+	// was done.
+	for e.fair.Busy() {
+		if err := e.fair.StepRows(e.txn, drainRows, e.emitter(ctx)); err != nil {
+			return err
+		}
+		if err := e.Checkpoint(ctx); err != nil {
+			return err
+		}
+	}
+	return e.Checkpoint(ctx)
+}
+
+// drainRows is how many fan-out rows Commit emits per checkpoint while it
+// finishes the fan-outs in progress.
+const drainRows = 64 << 10
+
+// Checkpoint is Commit without finishing the fan-outs in progress: they
+// are committed where they are (with the inputs waiting for them) and
+// continue after later records, or after a restart. Like Commit, it ends
+// a bulk load.
+func (e *Engine) Checkpoint(ctx context.Context) error {
 	if e.bulk != nil {
 		return e.endBulk(ctx)
 	}
@@ -517,7 +596,8 @@ func (e *Engine) Close() error {
 
 // Final streams the materialized join from the committed state, sorted by row
 // key (join key, then child key; a LEFT join's padded row has no child key).
-// vals is reused between calls.
+// vals is reused between calls. It is the join of the input after Commit
+// (after Checkpoint, inputs waiting for a fan-out are not in it yet).
 func (e *Engine) Final(fn func(parentKey, childKey, vals []row.Value) error) error {
 	t := e.store.Begin()
 	defer t.Abort()

@@ -8,6 +8,7 @@
 //	'J' gen parentKey          → row (parent index of a keying stage: the parent's last row)
 //	'O' topic 0x00 partition   → next offset to consume (input positions)
 //	'M' name                   → metadata (version counter, config fingerprint, generations, …)
+//	'A' key                    → the join's bookkeeping (keyed.State's Aux: child counts, hot keys, fan-outs in progress)
 //
 // Join keys and child keys are tuples in the order-preserving, prefix-free
 // encoding of AppendKey, so the children of one join key are one contiguous
@@ -45,6 +46,7 @@ const (
 	prefixPIndex   = 'J'
 	prefixPosition = 'O'
 	prefixMeta     = 'M'
+	prefixAux      = 'A'
 	// prefixChildMark keys row-cache-only entries (never in pebble): "this
 	// join key may have children", written with every child put.
 	prefixChildMark = 'c'
@@ -739,6 +741,13 @@ func (t *Txn) DeleteChild(joinKey, childKey []byte) error {
 // passed to fn are valid only during the call: fn must copy what it keeps. Writes
 // made by fn to this Txn are not seen by the iteration in progress.
 func (t *Txn) Children(joinKey []byte, fn func(childKey, value []byte) error) error {
+	return t.ChildrenAfter(joinKey, nil, fn)
+}
+
+// ChildrenAfter streams the children of joinKey whose child key sorts
+// after the key after (all of them when after is nil), in child-key order,
+// like Children.
+func (t *Txn) ChildrenAfter(joinKey, after []byte, fn func(childKey, value []byte) error) error {
 	if t.noChildren(joinKey) {
 		return nil
 	}
@@ -747,7 +756,17 @@ func (t *Txn) Children(joinKey []byte, fn func(childKey, value []byte) error) er
 	if err != nil {
 		return err
 	}
-	for valid := it.First(); valid; valid = it.Next() {
+	var valid bool
+	if after == nil {
+		valid = it.First()
+	} else {
+		start := append(append([]byte(nil), prefix...), after...)
+		valid = it.SeekGE(start)
+		if valid && bytes.Equal(it.Key(), start) {
+			valid = it.Next()
+		}
+	}
+	for ; valid; valid = it.Next() {
 		if err = fn(it.Key()[len(prefix):], it.Value()); err != nil {
 			break
 		}

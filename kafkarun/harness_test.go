@@ -45,6 +45,7 @@ type jobOpts struct {
 	parentTopic, childTopic                    string
 	stateDir                                   string
 	batch, keyedParts                          int
+	extra                                      string // appended YAML (other sections)
 }
 
 func jobConfig(t testing.TB, o jobOpts) *config.Config {
@@ -74,7 +75,7 @@ func jobConfig(t testing.TB, o jobOpts) *config.Config {
 	if o.dlq != "" {
 		dlq = ", dlq_topic: " + o.dlq
 	}
-	y := fmt.Sprintf(jobYAML, o.name, o.parentTopic, o.childTopic, o.join, o.stateDir, o.batch, o.policy, dlq, o.keyedParts, o.brokers, o.instance)
+	y := fmt.Sprintf(jobYAML, o.name, o.parentTopic, o.childTopic, o.join, o.stateDir, o.batch, o.policy, dlq, o.keyedParts, o.brokers, o.instance) + o.extra
 	cfg, err := config.Parse([]byte(y), "test.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -138,11 +139,21 @@ func produce(t testing.TB, brokers []string, recs []cdcgen.Record) {
 type model struct {
 	mu      sync.Mutex
 	rmt     *cdcgen.ReplacingMergeTree
+	vcmt    *cdcgen.VersionedCollapsingMergeTree // the same changes in changelog mode
 	err     error
 	changes int
+	// ordered makes the model check that the distinct changes of a row key
+	// reach it (over all instances' sinks) in increasing version order;
+	// exact re-emissions after a crash are ignored.
+	ordered bool
+	seen    map[string]bool
+	order   map[cdcgen.RowKey]uint64
 }
 
-func newModel() *model { return &model{rmt: cdcgen.NewReplacingMergeTree()} }
+func newModel() *model {
+	return &model{rmt: cdcgen.NewReplacingMergeTree(), vcmt: cdcgen.NewVersionedCollapsingMergeTree(),
+		seen: map[string]bool{}, order: map[cdcgen.RowKey]uint64{}}
+}
 
 // modelSink is one instance's connection to the model. It checks that the
 // versions it flushes never decrease per row key.
@@ -206,7 +217,49 @@ func (m *model) apply(c row.Change) cdcgen.RowKey {
 	if err != nil && m.err == nil {
 		m.err = err
 	}
+	vals, prev := texts(c.Values), texts(c.Prev)
+	switch {
+	case c.Op == row.Retract:
+		m.vcmt.Apply(key, c.PrevVersion, -1, vals)
+	case c.Prev != nil:
+		m.vcmt.Apply(key, c.PrevVersion, -1, prev)
+		m.vcmt.Apply(key, c.Version, +1, vals)
+	default:
+		m.vcmt.Apply(key, c.Version, +1, vals)
+	}
+	if m.ordered {
+		id := fmt.Sprintf("%s %s v%d %v %v@%d", key, c.Op, c.Version, vals, prev, c.PrevVersion)
+		if !m.seen[id] {
+			m.seen[id] = true
+			if last, ok := m.order[key]; ok && c.Version <= last && m.err == nil {
+				m.err = fmt.Errorf("row %s: %s reached the sink after version %d", key, id, last)
+			}
+			m.order[key] = max(m.order[key], c.Version)
+		}
+	}
 	return key
+}
+
+func texts(vs []row.Value) []string {
+	if vs == nil {
+		return nil
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		if v.IsNull() {
+			out[i] = cdcgen.Null
+		} else {
+			out[i] = v.Text()
+		}
+	}
+	return out
+}
+
+// changelog returns the live rows of the changelog model.
+func (m *model) changelog() ([]cdcgen.JoinedRow, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.vcmt.Live()
 }
 
 func cloneChange(c row.Change) row.Change {
@@ -216,7 +269,9 @@ func cloneChange(c row.Change) row.Change {
 		cp.ChildKey = append([]row.Value(nil), c.ChildKey...)
 	}
 	cp.Values = append([]row.Value(nil), c.Values...)
-	cp.Prev = nil
+	if c.Prev != nil {
+		cp.Prev = append([]row.Value(nil), c.Prev...)
+	}
 	return cp
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/skew"
 	"github.com/cdcjoin/cdcjoin/version"
 )
 
@@ -45,6 +46,10 @@ type joinStage struct {
 	newSink func(context.Context, SinkFor) (sink.Sink, error)
 	cl      *kgo.Client
 	fatal   chan error // first worker error (cap 1)
+	base    []kgo.Opt  // client options (the workers' forwarders)
+
+	keyedParts int32         // the keyed topic's partition count
+	sm         *metrics.Skew // hot keys
 
 	mu        sync.Mutex
 	workers   map[int32]*worker
@@ -57,7 +62,7 @@ type joinStage struct {
 func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, top topology, newSink func(context.Context, SinkFor) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
 	j := &joinStage{
 		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(), topicID: top.keyedID,
-		newSink: newSink, fatal: make(chan error, 1),
+		newSink: newSink, fatal: make(chan error, 1), base: base,
 		workers: map[int32]*worker{}, committed: map[int32]int64{},
 	}
 	kc := &cfg.Kafka
@@ -151,10 +156,22 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	}
 	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.topicID}
 	w := &worker{
-		j: j, p: p, store: st, join: keyed.NewJoin(j.spec),
+		j: j, p: p, store: st,
 		open:     func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
-		emitFrom: committed, clock: clock, dir: dir, hasState: has,
-		in: make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
+		emitFrom: committed, forwardFrom: committed, clock: clock, dir: dir, hasState: has,
+		pacer: skew.Pacer{Now: time.Now},
+		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	t := st.Begin()
+	err = w.newRouter(t, !has)
+	if err == nil {
+		err = t.Commit()
+	} else {
+		t.Abort()
+	}
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if !has {
@@ -162,6 +179,10 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	}
 	w.pos.Store(pos)
 	w.cuTarget.Store(-1)
+	w.quiet.Store(-1)
+	if !w.router.Busy() {
+		w.quiet.Store(pos)
+	}
 	j.mu.Lock()
 	j.workers[p] = w
 	j.committed[p] = committed
@@ -243,6 +264,7 @@ func (j *joinStage) remove(p int32) {
 	if w == nil {
 		return
 	}
+	w.fwd.close()
 	j.sinks.closed(&w.stats)
 	if w.sink != nil {
 		if err := w.sink.Close(); err != nil {
@@ -269,7 +291,9 @@ func (j *joinStage) commit(ctx context.Context, parts []int32) {
 		if w == nil {
 			continue
 		}
-		if pos := w.pos.Load(); pos > j.committed[p] {
+		// Only positions without work in progress: a future owner
+		// rebuilding up to it owes the sink nothing there.
+		if pos := w.quiet.Load(); pos > j.committed[p] {
 			offs[p] = kgo.EpochOffset{Epoch: -1, Offset: pos}
 		}
 	}

@@ -70,6 +70,8 @@ type keying struct {
 	// writes.
 	keyTypesSaved, keyTypesPending int
 
+	busy *busyKeys // the busiest join keys (metrics)
+
 	mu  sync.Mutex
 	idx map[sourcePart]*joinstate.Store // source partition → its index
 	rd  keyingReady                     // the assignment, for readiness (ready.go)
@@ -93,6 +95,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		idx:    map[sourcePart]*joinstate.Store{},
 		txns:   map[sourcePart]*joinstate.Txn{},
 		logged: map[sourcePart]int64{},
+		busy:   newBusyKeys(spec, cfg.Skew.TopKeys),
 	}
 	// The keyed topic is compacted: parent rows must be complete in it.
 	k.keyer.ResolveParents = true
@@ -310,6 +313,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 			}
 		}
 	}
+	k.busy.publish(time.Now())
 	for p, t := range k.txns {
 		delete(k.txns, p)
 		// The local index now reflects its changelog up to the records
@@ -632,6 +636,7 @@ func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
 		}
 		return nil
 	}
+	k.busy.add(in.JoinKey)
 	return k.send(ctx, &kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val})
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/bulkload"
+	"github.com/cdcjoin/cdcjoin/skew"
 )
 
 // Bulk rebuild of a keyed partition.
@@ -26,6 +27,17 @@ import (
 // them. Nothing is committed before the ingest: a worker stopped or
 // crashed mid-rebuild leaves an empty state, and the next owner rebuilds
 // again.
+//
+// Hot keys: the bulk path rebuilds the plain keyed records only. At the
+// first of the skew.Router's records (a forward to a replica, a layout
+// change, an ack) it ingests what it has, with the position of that
+// record, and the worker goes on row by row through the router, which
+// rebuilds the skew state (layouts, replicas, tasks) from there as it was
+// made. Before the first such record the partition had no salted key and
+// no replica, and (Quiet: not chunked) no work in progress, so the bulk
+// result is the router's state too, except child counts: the rebuild marks
+// them inexact (skew.Router.MarkInexact), and the router counts a key's
+// children on first use.
 
 // rebuildIdle ends a bulk rebuild that has received no input for this
 // long.
@@ -49,6 +61,17 @@ func (w *worker) startRebuild(dir string, hasState bool) error {
 	if err != nil {
 		return err
 	}
+	t := w.store.Begin()
+	err = w.router.MarkInexact(t)
+	if err == nil {
+		err = t.Commit()
+	} else {
+		t.Abort()
+	}
+	if err != nil {
+		l.Close()
+		return err
+	}
 	w.rb = &rebuild{KeyedRebuild: bulkload.NewKeyedRebuild(l, w.j.spec, w.clock), dir: spill}
 	return nil
 }
@@ -67,12 +90,16 @@ func (w *worker) idle() <-chan time.Time {
 }
 
 // rebuildRecords feeds the records below the committed offset to the bulk
-// rebuild and ends it when it reaches that offset; it returns the records
-// left for the Join.
+// rebuild and ends it when it reaches that offset or a record of the skew
+// router; it returns the records left for the router.
 func (w *worker) rebuildRecords(recs []*kgo.Record) ([]*kgo.Record, error) {
 	rb := w.rb
 	for i, r := range recs {
 		if r.Offset >= w.emitFrom {
+			return recs[i:], w.finishRebuild()
+		}
+		if !r.Attrs.IsControl() && skew.KindOf(r.Key) != skew.NotRouter {
+			w.j.log.Info("bulk rebuild: hot-key records from here on; rebuilding the rest row by row", "partition", w.p, "offset", r.Offset)
 			return recs[i:], w.finishRebuild()
 		}
 		if r.Attrs.IsControl() {

@@ -133,6 +133,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	sm, err := metrics.NewSkew(reg)
+	if err != nil {
+		return err
+	}
 	var stage atomic.Pointer[joinStage] // set once the join stage exists
 	if reg != nil {
 		sc := metrics.NewStateCollector(func() []metrics.StoreStats {
@@ -236,6 +240,20 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		cancel()
 		wg.Wait()
 		return err
+	}
+	j.keyedParts, j.sm = top.keyedParts, sm
+	if reg != nil {
+		skc := metrics.NewSkewCollector(cfg.Skew.TopKeys, func() metrics.SkewSnapshot {
+			hot, fanout, waiting := j.skewSnapshot()
+			return metrics.SkewSnapshot{Hot: hot, Busy: k.busy.snapshot(), FanOutKeys: fanout, Waiting: waiting}
+		})
+		if err := reg.Register(skc); err != nil {
+			k.close()
+			cancel()
+			wg.Wait()
+			return fmt.Errorf("cdcjoin: metrics: %w", err)
+		}
+		defer reg.Unregister(skc)
 	}
 	stage.Store(j)
 	wg.Add(2)

@@ -14,6 +14,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/skew"
 	"github.com/cdcjoin/cdcjoin/version"
 )
 
@@ -38,6 +39,26 @@ import (
 // within kafka.drain_timeout of the stop request; past it, the sink's
 // context is cancelled, the batch is abandoned uncommitted (the next owner
 // redoes it) and the worker returns.
+//
+// Hot keys (skew.go): records go through the partition's skew.Router. A
+// fan-out too large for skew.chunk_rows becomes work in progress, stepped
+// inside batches between later records (paced: about as much time as the
+// records took; idleQuantum at a time when no input waits), so a driven
+// batch fills with steps while it waits for input, and a worker with work
+// in progress and no input runs batches of steps alone (the position does
+// not move). The router's records go in one Kafka transaction per batch,
+// committed after the sink's flush (End) and before the state commit.
+// Records below emitFrom are applied without writing and their work is
+// drained with them (nothing of it is written: the sink has it); the
+// router sends nothing for records below forwardFrom (the group's
+// committed offset: an earlier owner applied them, sent their records and
+// committed), but does for records between forwardFrom and a Positioned
+// sink's delivered position (a crash between End and the forwarding
+// transaction's commit; replicas drop the duplicates). With a Positioned
+// sink the router does all the work of an input at once (skew.chunk_rows
+// does not apply): a replayed batch must write the same changes in the
+// same order, which time-paced steps would not. Salting still spreads hot
+// keys over partitions there.
 type worker struct {
 	j        *joinStage
 	p        int32
@@ -47,14 +68,24 @@ type worker struct {
 	buf      *sink.Buffer
 	batcher  sink.Batcher    // the sink's, if it batches
 	exact    sink.Positioned // the sink's, if it stores positions
-	join     *keyed.Join
-	emitFrom int64 // records below this offset were emitted already (by an earlier owner, or before a crash)
-	clock    version.Clock
+	emitFrom int64           // records below this offset were emitted already (by an earlier owner, or before a crash)
+	// forwardFrom: the router's records of input below this offset (the
+	// group's committed offset when the worker started) were sent and
+	// committed by an earlier owner.
+	forwardFrom int64
+	clock       version.Clock
 
-	pos  atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
-	in   chan []*kgo.Record
-	stop chan struct{} // closed by requestStop
-	once sync.Once     // closes stop
+	router    *skew.Router // the join, fair fan-out, hot keys (skew.go)
+	fwd       *forwarder   // the router's records
+	pacer     skew.Pacer
+	unchunked bool // the router does an input's work at once (a Positioned sink)
+
+	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
+	quiet atomic.Int64 // the last durable position without work in progress (-1: none); committed to Kafka
+	hot   atomic.Pointer[hotSnapshot]
+	in    chan []*kgo.Record
+	stop  chan struct{} // closed by requestStop
+	once  sync.Once     // closes stop
 
 	ctx    context.Context // the sink's; cancelled drainTimeout after stop, and at exit
 	cancel context.CancelFunc
@@ -67,6 +98,8 @@ type worker struct {
 	upserts  int
 	retracts int
 	input    keyed.Input
+	fw       skew.Forward
+	rstats   skew.RouterStats // the router's, as of the last commit (metrics deltas)
 
 	dir      string   // the partition's state directory
 	hasState bool     // the state had a position when the worker started
@@ -129,25 +162,38 @@ func (w *worker) run() {
 	var recs []*kgo.Record
 	for {
 		if len(recs) == 0 {
-			select {
-			case <-w.stop:
-				return
-			case recs = <-w.in:
-				w.countCatchUp(recs)
-			case <-w.idle():
-				if w.rb != nil {
-					if err := w.finishRebuild(); err != nil {
-						w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-						w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
-						return
-					}
+			if w.stepping() {
+				// Work in progress: input first, else a batch of steps.
+				select {
+				case <-w.stop:
+					w.finishWork()
+					return
+				case recs = <-w.in:
+					w.countCatchUp(recs)
+				default:
 				}
-				w.checkCatchUp(true)
-				continue
+			} else {
+				select {
+				case <-w.stop:
+					w.finishWork()
+					return
+				case recs = <-w.in:
+					w.countCatchUp(recs)
+				case <-w.idle():
+					if w.rb != nil {
+						if err := w.finishRebuild(); err != nil {
+							w.j.m.Errors.WithLabelValues("join", "worker").Inc()
+							w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+							return
+						}
+					}
+					w.checkCatchUp(true)
+					continue
+				}
 			}
 		}
 		var err error
-		if w.rb != nil {
+		if w.rb != nil && len(recs) > 0 {
 			if recs, err = w.rebuildRecords(recs); err != nil {
 				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
 				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
@@ -172,6 +218,7 @@ func (w *worker) run() {
 		}
 		w.checkCatchUp(false)
 		if w.stopping() {
+			w.finishWork()
 			return
 		}
 	}
@@ -192,6 +239,8 @@ func (w *worker) start() error {
 	if w.exact == nil {
 		return nil
 	}
+	w.unchunked = true
+	w.router.SetChunk(-1)
 	d, err := w.exact.Delivered(w.ctx)
 	if err != nil {
 		return fmt.Errorf("sink: %w", err)
@@ -208,8 +257,9 @@ func (w *worker) start() error {
 
 const writeChunk = 1024
 
-// batch runs one batch starting with recs and returns the records received
-// but not applied (when the batch ended in the middle of a delivery).
+// batch runs one batch starting with recs (none: a batch of steps of the
+// work in progress) and returns the records received but not applied
+// (when the batch ended in the middle of a delivery).
 func (w *worker) batch(recs []*kgo.Record) ([]*kgo.Record, error) {
 	ctx := w.ctx
 	began := time.Now()
@@ -219,21 +269,12 @@ func (w *worker) batch(recs []*kgo.Record) ([]*kgo.Record, error) {
 	next := start
 	t := w.store.Begin()
 	defer t.Abort()
+	defer w.fwd.abort()
 	clock := w.clock // committed with the batch, or dropped with it
 	defer w.buf.Discard()
-	bufEmit := w.buf.Emitter(ctx)
-	emit := func(c *row.Change) error {
-		w.fan++
-		if c.Op == row.Upsert {
-			w.upserts++
-		} else {
-			w.retracts++
-		}
-		return bufEmit(c)
-	}
-	w.upserts, w.retracts = 0, 0
+	emit := w.emitter(ctx)
 	applied, rebuilt := 0, 0
-	writing := false // records at or above emitFrom were applied: the sink has (or may have) this batch's changes
+	writing := false // records at or above emitFrom were applied (or stepped): the sink has (or may have) this batch's changes
 	var maxDelay <-chan time.Time
 	if w.batcher != nil {
 		tm := time.NewTimer(w.batcher.MaxDelay())
@@ -243,6 +284,7 @@ func (w *worker) batch(recs []*kgo.Record) ([]*kgo.Record, error) {
 	var rest []*kgo.Record
 apply:
 	for {
+		round, inputs := time.Now(), 0
 		for i, r := range recs {
 			if next >= 0 && r.Offset < next {
 				continue // already applied (redelivered after a rewind)
@@ -272,6 +314,7 @@ apply:
 			}
 			next = r.Offset + 1
 			applied++
+			inputs++
 			if writing && w.batcher != nil {
 				// The sink sees every change at once, so that Full and
 				// Replaying (which count its rows) are current.
@@ -285,8 +328,39 @@ apply:
 			}
 		}
 		recs = nil
+		if w.steps(next) {
+			// Steps of the work in progress: as long as the inputs just
+			// applied took, or idleQuantum when there were none.
+			writing = true // (never Positioned: see unchunked)
+			quantum := idleQuantum
+			if inputs > 0 {
+				w.pacer.Earn(time.Since(round))
+				quantum = 0
+			}
+			if err := w.step(t, quantum, emit); err != nil {
+				return nil, err
+			}
+			if w.batcher != nil {
+				if err := w.buf.Write(ctx); err != nil {
+					return nil, fmt.Errorf("sink: %w", err)
+				}
+				if w.batcher.Full() {
+					break apply
+				}
+			}
+		}
 		if w.batcher == nil || w.stopping() && !w.replaying() {
 			break
+		}
+		if w.steps(next) {
+			// Do not wait for input while there is work to step.
+			select {
+			case recs = <-w.in:
+			case <-maxDelay:
+				break apply
+			default:
+			}
+			continue
 		}
 		select {
 		case recs = <-w.in:
@@ -303,15 +377,43 @@ apply:
 		}
 	}
 	w.j.log.Debug("batch end", "partition", w.p, "start", start, "next", next, "applied", applied, "writing", writing, "rest", len(rest), "pos", w.pos.Load())
-	if next < 0 || next <= w.pos.Load() {
+	if next < 0 || next <= w.pos.Load() && t.Empty() {
 		return rest, nil // nothing new
 	}
-	if err := t.SetPosition(w.j.topic, w.p, next); err != nil {
+	if err := w.commit(ctx, t, clock, next, writing); err != nil {
 		return nil, err
+	}
+	if rebuilt > 0 {
+		w.j.m.StateRebuilt.Add(float64(rebuilt))
+	}
+	return rest, nil
+}
+
+// emitter returns a batch's emit function: into the sink buffer, counting.
+func (w *worker) emitter(ctx context.Context) keyed.Emit {
+	bufEmit := w.buf.Emitter(ctx)
+	w.upserts, w.retracts = 0, 0
+	return func(c *row.Change) error {
+		w.fan++
+		if c.Op == row.Upsert {
+			w.upserts++
+		} else {
+			w.retracts++
+		}
+		return bufEmit(c)
+	}
+}
+
+// commit ends a batch: position next and clock into t, the sink flushed
+// (End for a Positioned sink that was written), the router's records
+// committed to Kafka, and only then t committed.
+func (w *worker) commit(ctx context.Context, t *joinstate.Txn, clock version.Clock, next int64, writing bool) error {
+	if err := t.SetPosition(w.j.topic, w.p, next); err != nil {
+		return err
 	}
 	cb, _ := clock.MarshalBinary()
 	if err := t.SetMeta(metaClock, cb); err != nil {
-		return nil, err
+		return err
 	}
 	flushStart := time.Now()
 	var err error
@@ -324,7 +426,7 @@ apply:
 	}
 	if err != nil {
 		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
-		return nil, fmt.Errorf("sink: %w", err)
+		return fmt.Errorf("sink: %w", err)
 	}
 	if n := w.upserts + w.retracts; n > 0 {
 		w.j.m.SinkFlushSeconds.Observe(time.Since(flushStart).Seconds())
@@ -332,44 +434,118 @@ apply:
 		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
 		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
 	}
+	if _, err := w.fwd.commit(ctx); err != nil {
+		w.j.m.Errors.WithLabelValues("join", "forward").Inc()
+		return err
+	}
 	if err := t.Commit(); err != nil {
-		return nil, err
+		return err
 	}
 	w.clock = clock
 	w.pos.Store(next)
-	if rebuilt > 0 {
-		w.j.m.StateRebuilt.Add(float64(rebuilt))
+	if !w.router.Busy() {
+		w.quiet.Store(next)
 	}
-	return rest, nil
+	st := w.router.Stats
+	w.j.sm.Forwarded.Add(float64(st.Forwards + st.Proposals - w.rstats.Forwards - w.rstats.Proposals))
+	w.j.sm.Duplicates.Add(float64(st.Duplicate - w.rstats.Duplicate))
+	w.rstats = st
+	w.publishHot()
+	return nil
+}
+
+// steps reports whether a batch at position next steps the work in
+// progress: with a chunked router, at positions the worker writes, not
+// while rebuilding. (Work at positions below emitFrom, and an unchunked
+// router's, is drained with the records that made it.)
+func (w *worker) steps(next int64) bool {
+	return w.rb == nil && !w.unchunked && next >= 0 && next >= w.emitFrom && w.router.Runnable()
+}
+
+// stepping reports whether the worker has work in progress to run a batch
+// for without new input.
+func (w *worker) stepping() bool { return w.steps(w.pos.Load()) }
+
+// finishWork, when the worker is asked to stop, finishes the work in
+// progress that can finish without other partitions (not a cooling waiting
+// for confirmations) and commits, within the drain timeout, so that the
+// position committed to Kafka is the worker's own (a stop in the middle of
+// a fan-out would leave it at the last position without work in progress,
+// and the partition's next owner would emit again what came after it).
+// Errors (the drain deadline) are logged: the state stays as committed
+// before.
+func (w *worker) finishWork() {
+	pos := w.pos.Load()
+	if w.rb != nil || pos < 0 || !w.router.Runnable() || w.ctx.Err() != nil {
+		return
+	}
+	ctx := w.ctx
+	w.busySince.Store(time.Now().UnixNano())
+	defer w.busySince.Store(0)
+	t := w.store.Begin()
+	defer t.Abort()
+	defer w.fwd.abort()
+	defer w.buf.Discard()
+	emit := w.emitter(ctx)
+	writing := pos >= w.emitFrom
+	if !writing {
+		emit = discard
+	}
+	var err error
+	if writing && w.exact != nil {
+		// Never left by this worker (an unchunked router drains every
+		// input's work): an earlier run's, finished by the next batch.
+		return
+	}
+	w.router.Quiet = pos < w.forwardFrom
+	err = w.router.Drain(t, emit)
+	w.router.Quiet = false
+	if err == nil {
+		err = w.commit(ctx, t, w.clock, pos, writing)
+	}
+	if err != nil {
+		w.j.log.Warn("finishing the work in progress before stopping", "partition", w.p, "err", err)
+	}
 }
 
 // replaying reports whether the batch in progress re-creates one that was
 // cut short and must go on past what landed of it.
 func (w *worker) replaying() bool { return w.exact != nil && w.exact.Replaying() }
 
-// apply applies one keyed record to t, emitting its changes unless the
-// record lies below emitFrom.
-func (w *worker) apply(t *joinstate.Txn, clock *version.Clock, r *kgo.Record, emit func(*row.Change) error, rebuilt *int) error {
+// apply applies one record of the partition (a keyed record, or one of the
+// router's) to t, emitting its changes unless the record lies below
+// emitFrom. Below emitFrom, and with an unchunked router, the work in
+// progress the record can advance is drained with it (before: an earlier
+// run's; after: what the record unblocked), so that such a batch leaves
+// only work waiting for other partitions.
+func (w *worker) apply(t *joinstate.Txn, clock *version.Clock, r *kgo.Record, emit keyed.Emit, rebuilt *int) error {
 	if r.Attrs.IsControl() {
 		return nil // a transaction marker: only the position moves past it
 	}
-	if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
-		return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-	}
-	if w.input.Kind == keyed.EpochMarker {
-		clock.Raise(r.Offset, w.input.Epoch)
-		return nil
-	}
 	w.fan = 0
 	e := emit
-	if r.Offset < w.emitFrom {
+	silent := r.Offset < w.emitFrom
+	if silent {
 		e = discard
 		*rebuilt++
 	}
-	if err := w.join.Apply(t, &w.input, clock.At(r.Offset), e); err != nil {
+	w.router.Quiet = r.Offset < w.forwardFrom
+	defer func() { w.router.Quiet = false }()
+	drain := silent || w.unchunked
+	if drain && w.router.Runnable() {
+		if err := w.router.Drain(t, e); err != nil {
+			return err
+		}
+	}
+	if err := w.route(t, clock, r, e); err != nil {
 		return err
 	}
-	if r.Offset >= w.emitFrom {
+	if drain && w.router.Runnable() {
+		if err := w.router.Drain(t, e); err != nil {
+			return err
+		}
+	}
+	if !silent {
 		w.j.m.FanOut.Observe(float64(w.fan))
 	}
 	return nil

@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/row"
@@ -104,6 +105,17 @@ type Join struct {
 	spec  *Spec
 	Stats Stats
 
+	// NoFanOut, if set, names join keys whose parent-child rows this Join
+	// does not emit: parent inputs and truncates update the parent (and a
+	// LEFT join's padded row) without scanning the key's children, because
+	// someone else emits those rows (package skew: the salted replicas of
+	// a hot key). Child inputs are applied as usual.
+	NoFanOut func(joinKey []byte) (bool, error)
+	// ChildDelta is how the last Apply changed its join key's number of
+	// children: +1 (a child inserted), -1 (deleted) or 0. Truncates leave
+	// it 0.
+	ChildDelta int
+
 	parent, oldParent ParentRecord
 	child, oldChild   ChildRecord
 	change            row.Change
@@ -113,6 +125,9 @@ type Join struct {
 	enc               []byte // scratch: records being stored
 	scanParent        ParentRecord
 	scanChild         ChildRecord
+	fo                FanOut // the fan-out being emitted
+	budget            int    // rows the current fan-out may still emit (< 0: no limit)
+	more              bool   // the fan-out stopped at its budget with children left
 }
 
 // NewJoin returns a join operator for spec.
@@ -122,8 +137,22 @@ func NewJoin(spec *Spec) *Join { return &Join{spec: spec} }
 // from one Apply to the next on the same state; every change emitted by this
 // call carries version. Errors come from the state (wrapped) or from emit.
 func (j *Join) Apply(t State, in *Input, version uint64, emit Emit) error {
+	_, err := j.Start(t, in, version, -1, emit)
+	return err
+}
+
+// Start is Apply with a budget: a parent input's fan-out (the rows of the
+// parent's children) emits at most budget rows (budget < 0: no limit). When
+// children are left, Start has already written the parent's new state and
+// returns the rest of the fan-out, which the caller finishes with Continue
+// before applying any other input of the same join key (inputs of other
+// keys may come in between; truncates may not). The returned FanOut owns
+// its slices; it encodes with AppendFanOut to be kept with the state.
+func (j *Join) Start(t State, in *Input, version uint64, budget int, emit Emit) (*FanOut, error) {
 	j.Stats.Inputs++
 	j.fan = 0
+	j.ChildDelta = 0
+	j.budget, j.more = budget, false
 	var err error
 	switch in.Kind {
 	case ParentUpsert:
@@ -138,8 +167,14 @@ func (j *Join) Apply(t State, in *Input, version uint64, emit Emit) error {
 		j.parent = ParentRecord{Version: in.Version, PadVersion: in.PadVersion, Row: append(j.parent.Row[:0], in.Row...), Partition: -1}
 		err = t.PutParent(in.JoinKey, j.encParent(&j.parent))
 	case ChildLoad:
+		var had bool
+		if _, had, err = t.Child(in.JoinKey, in.ChildKey); err == nil && !had {
+			j.ChildDelta = 1
+		}
 		j.child = ChildRecord{Version: in.Version, Row: append(j.child.Row[:0], in.Row...)}
-		err = t.PutChild(in.JoinKey, in.ChildKey, j.encChild(&j.child))
+		if err == nil {
+			err = t.PutChild(in.JoinKey, in.ChildKey, j.encChild(&j.child))
+		}
 	case Truncate:
 		if in.Side == row.Parent {
 			err = j.truncateParents(t, version, emit)
@@ -155,7 +190,28 @@ func (j *Join) Apply(t State, in *Input, version uint64, emit Emit) error {
 	if j.fan > j.Stats.MaxFanOut {
 		j.Stats.MaxFanOut = j.fan
 	}
-	return err
+	if err != nil || !j.more {
+		return nil, err
+	}
+	fo := j.fo.clone()
+	return &fo, nil
+}
+
+// Continue emits up to budget more rows of a fan-out returned by Start
+// (budget < 0: all of them) and reports whether it is finished. fo must
+// come from Start (or DecodeFanOut) on the same state, with no input of its
+// join key applied since; Continue advances it.
+func (j *Join) Continue(t State, fo *FanOut, budget int, emit Emit) (done bool, err error) {
+	j.fan = 0
+	j.budget, j.more = budget, false
+	j.fo = *fo // shares fo's slices until the end of this call
+	_, err = j.fanOut(t, emit)
+	fo.After = j.fo.After
+	j.fo = FanOut{}
+	if err != nil {
+		return false, err
+	}
+	return !j.more, nil
 }
 
 // merge copies vals into dst, keeping old values where vals has TOAST
@@ -224,20 +280,13 @@ func (j *Join) parentUpsert(t State, in *Input, version uint64, emit Emit) error
 	if !had {
 		j.parent.PadVersion = 0
 	}
-	any := false
-	err = j.eachChild(func(fn func(ck, v []byte) error) error { return t.Children(in.JoinKey, fn) }, func(ck []byte, c *ChildRecord) error {
-		any = true
-		j.vals = j.spec.Output(j.vals, j.parent.Row, c.Row)
-		var prev []row.Value
-		var prevVer uint64
-		if had {
-			j.prev = j.spec.Output(j.prev, j.oldParent.Row, c.Row)
-			prev, prevVer = j.prev, max(j.oldParent.Version, c.Version)
-		}
-		return j.emit(emit, row.Upsert, version, in.JoinKey, ck, j.vals, prev, prevVer)
-	})
+	j.fo = FanOut{Kind: ParentUpsert, JoinKey: in.JoinKey, Version: version, Had: had, Old: j.oldParent, New: j.parent.Row, After: j.fo.After[:0]}
+	any, err := j.startFanOut(t, in.JoinKey, emit)
 	if err != nil {
 		return err
+	}
+	if j.more {
+		return t.PutParent(in.JoinKey, j.encParent(&j.parent))
 	}
 	if !any && j.spec.Left {
 		j.vals = j.spec.Output(j.vals, j.parent.Row, nil)
@@ -260,21 +309,84 @@ func (j *Join) parentDelete(t State, joinKey []byte, version uint64, emit Emit) 
 	if err != nil || !had {
 		return err
 	}
-	if err := j.retractParentRows(t, joinKey, &j.oldParent, version, emit); err != nil {
+	j.fo = FanOut{Kind: ParentDelete, JoinKey: joinKey, Version: version, Had: true, Old: j.oldParent, After: j.fo.After[:0]}
+	any, err := j.startFanOut(t, joinKey, emit)
+	if err != nil {
 		return err
+	}
+	if !any && !j.more && j.spec.Left {
+		j.vals = j.spec.Output(j.vals, j.oldParent.Row, nil)
+		if err := j.emit(emit, row.Retract, version, joinKey, nil, j.vals, nil, j.oldParent.PadVersion); err != nil {
+			return err
+		}
 	}
 	return t.DeleteParent(joinKey)
 }
 
-// retractParentRows retracts every joined row of parent p.
-func (j *Join) retractParentRows(t State, joinKey []byte, p *ParentRecord, version uint64, emit Emit) error {
-	children := func(fn func(ck, v []byte) error) error { return t.Children(joinKey, fn) }
-	any, err := j.retractChildren(joinKey, p, children, version, emit)
-	if err != nil || any || !j.spec.Left {
-		return err
+// startFanOut emits the first rows of the fan-out in j.fo (the rows of the
+// parent's children), or, for a join key under NoFanOut, only finds out
+// whether it has children. It reports whether there was any child.
+func (j *Join) startFanOut(t State, joinKey []byte, emit Emit) (bool, error) {
+	if skip, any, err := j.delegated(t, joinKey); skip || err != nil {
+		return any, err
 	}
-	j.vals = j.spec.Output(j.vals, p.Row, nil)
-	return j.emit(emit, row.Retract, version, joinKey, nil, j.vals, nil, p.PadVersion)
+	return j.fanOut(t, emit)
+}
+
+// delegated reports whether joinKey's parent-child rows are someone else's
+// to emit (NoFanOut), and if so whether the key has children.
+func (j *Join) delegated(t State, joinKey []byte) (skip, any bool, err error) {
+	if j.NoFanOut == nil {
+		return false, false, nil
+	}
+	if skip, err = j.NoFanOut(joinKey); !skip || err != nil {
+		return false, false, err
+	}
+	any, err = t.HasChildren(joinKey, nil)
+	return true, any, err
+}
+
+// errBudget stops a children scan when a fan-out's budget is spent.
+var errBudget = errors.New("cdcjoin: join: fan-out budget spent")
+
+// fanOut emits the rows of j.fo's children after j.fo.After, up to
+// j.budget rows; it sets j.more when it stopped with children left (and
+// j.fo.After to the last child emitted). It reports whether it saw any
+// child.
+func (j *Join) fanOut(t State, emit Emit) (bool, error) {
+	fo := &j.fo
+	any := false
+	scan := func(fn func(ck, v []byte) error) error { return t.ChildrenAfter(fo.JoinKey, fo.After, fn) }
+	err := j.eachChild(scan, func(ck []byte, c *ChildRecord) error {
+		any = true
+		if j.budget == 0 {
+			j.more = true
+			return errBudget
+		}
+		j.budget--
+		var err error
+		if fo.Kind == ParentUpsert {
+			j.vals = j.spec.Output(j.vals, fo.New, c.Row)
+			var prev []row.Value
+			var prevVer uint64
+			if fo.Had {
+				j.prev = j.spec.Output(j.prev, fo.Old.Row, c.Row)
+				prev, prevVer = j.prev, max(fo.Old.Version, c.Version)
+			}
+			err = j.emit(emit, row.Upsert, fo.Version, fo.JoinKey, ck, j.vals, prev, prevVer)
+		} else {
+			j.vals = j.spec.Output(j.vals, fo.Old.Row, c.Row)
+			err = j.emit(emit, row.Retract, fo.Version, fo.JoinKey, ck, j.vals, nil, max(fo.Old.Version, c.Version))
+		}
+		if j.budget >= 0 {
+			fo.After = append(fo.After[:0], ck...)
+		}
+		return err
+	})
+	if err == errBudget {
+		err = nil
+	}
+	return any, err
 }
 
 // retractChildren retracts the rows joining parent p with each child
@@ -331,6 +443,9 @@ func (j *Join) childUpsert(t State, in *Input, version uint64, emit Emit) error 
 			return err
 		}
 	}
+	if !had {
+		j.ChildDelta = 1
+	}
 	return t.PutChild(in.JoinKey, in.ChildKey, j.encChild(&j.child))
 }
 
@@ -342,6 +457,7 @@ func (j *Join) childDelete(t State, joinKey, childKey []byte, version uint64, em
 	if err := t.DeleteChild(joinKey, childKey); err != nil {
 		return err
 	}
+	j.ChildDelta = -1
 	hasParent, err := j.readParent(t, joinKey, &j.parent)
 	if err != nil || !hasParent {
 		return err
@@ -368,7 +484,7 @@ func (j *Join) childDelete(t State, joinKey, childKey []byte, version uint64, em
 // truncateParents retracts every joined row and deletes all parents.
 func (j *Join) truncateParents(t State, version uint64, emit Emit) error {
 	err := j.groups(t, func(jk []byte, p *ParentRecord, children ChildScan) error {
-		any, err := j.retractChildren(jk, p, children, version, emit)
+		any, err := j.truncateRows(t, jk, p, children, version, emit)
 		if err != nil || any || !j.spec.Left {
 			return err
 		}
@@ -386,7 +502,7 @@ func (j *Join) truncateParents(t State, version uint64, emit Emit) error {
 // not disturb the scan in progress.
 func (j *Join) truncateChildren(t State, version uint64, emit Emit) error {
 	err := j.groups(t, func(jk []byte, p *ParentRecord, children ChildScan) error {
-		any, err := j.retractChildren(jk, p, children, version, emit)
+		any, err := j.truncateRows(t, jk, p, children, version, emit)
 		if err != nil || !any || !j.spec.Left {
 			return err
 		}
@@ -401,6 +517,15 @@ func (j *Join) truncateChildren(t State, version uint64, emit Emit) error {
 		return err
 	}
 	return t.ClearChildren()
+}
+
+// truncateRows retracts the rows of parent p's children for a truncate
+// (or, under NoFanOut, only finds out whether it has children).
+func (j *Join) truncateRows(t State, jk []byte, p *ParentRecord, children ChildScan, version uint64, emit Emit) (bool, error) {
+	if skip, any, err := j.delegated(t, jk); skip || err != nil {
+		return any, err
+	}
+	return j.retractChildren(jk, p, children, version, emit)
 }
 
 // readParent reads and decodes joinKey's parent into rec.

@@ -14,6 +14,7 @@ type MemState struct {
 	children    map[string]map[string][]byte // join key → child key → value
 	childIndex  map[string][]byte
 	parentIndex map[string][]byte
+	aux         map[string][]byte
 }
 
 var (
@@ -26,6 +27,7 @@ func NewMemState() *MemState {
 	return &MemState{
 		parents: map[string][]byte{}, children: map[string]map[string][]byte{},
 		childIndex: map[string][]byte{}, parentIndex: map[string][]byte{},
+		aux: map[string][]byte{},
 	}
 }
 
@@ -47,6 +49,9 @@ func (m *MemState) Clone() *MemState {
 	}
 	for k, v := range m.parentIndex {
 		c.parentIndex[k] = v
+	}
+	for k, v := range m.aux {
+		c.aux[k] = v
 	}
 	return c
 }
@@ -115,6 +120,19 @@ func sorted(m map[string][]byte) []kv {
 // Children implements State.
 func (m *MemState) Children(joinKey []byte, fn func(childKey, value []byte) error) error {
 	for _, e := range sorted(m.children[string(joinKey)]) {
+		if err := fn(e.k, e.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ChildrenAfter implements State.
+func (m *MemState) ChildrenAfter(joinKey, after []byte, fn func(childKey, value []byte) error) error {
+	for _, e := range sorted(m.children[string(joinKey)]) {
+		if after != nil && bytes.Compare(e.k, after) <= 0 {
+			continue
+		}
 		if err := fn(e.k, e.v); err != nil {
 			return err
 		}
@@ -211,5 +229,33 @@ func (m *MemState) DeleteParentIndex(parentKey []byte) error {
 // ClearParentIndex implements Index.
 func (m *MemState) ClearParentIndex() error {
 	clear(m.parentIndex)
+	return nil
+}
+
+// Aux implements State.
+func (m *MemState) Aux(key []byte) ([]byte, bool, error) { return get(m.aux, key) }
+
+// PutAux implements State.
+func (m *MemState) PutAux(key, value []byte) error {
+	m.aux[string(key)] = clone(value)
+	return nil
+}
+
+// DeleteAux implements State.
+func (m *MemState) DeleteAux(key []byte) error {
+	delete(m.aux, string(key))
+	return nil
+}
+
+// AuxScan implements State.
+func (m *MemState) AuxScan(prefix, start []byte, fn func(key, value []byte) error) error {
+	for _, e := range sorted(m.aux) {
+		if !bytes.HasPrefix(e.k, prefix) || (start != nil && bytes.Compare(e.k, start) < 0) {
+			continue
+		}
+		if err := fn(e.k, e.v); err != nil {
+			return err
+		}
+	}
 	return nil
 }

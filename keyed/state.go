@@ -29,6 +29,10 @@ type State interface {
 	DeleteChild(joinKey, childKey []byte) error
 	// Children streams the children of joinKey in child-key order.
 	Children(joinKey []byte, fn func(childKey, value []byte) error) error
+	// ChildrenAfter streams the children of joinKey whose child key sorts
+	// after the key after (every child when after is nil), in child-key
+	// order: where a fan-out done in chunks resumes.
+	ChildrenAfter(joinKey, after []byte, fn func(childKey, value []byte) error) error
 	// HasChildren reports whether joinKey has a child other than except
 	// (which may be nil).
 	HasChildren(joinKey, except []byte) (bool, error)
@@ -41,6 +45,19 @@ type State interface {
 	// ClearParents and ClearChildren delete a whole side (a truncate).
 	ClearParents() error
 	ClearChildren() error
+
+	// Aux, PutAux, DeleteAux and AuxScan are a small ordered key-value
+	// keyspace for the join's bookkeeping next to the rows (child counts,
+	// hot keys, fan-outs in progress and the inputs waiting for them, see
+	// package skew). Keys are the caller's; truncates (ClearParents,
+	// ClearChildren) and Groups never touch it. It commits with the rest.
+	Aux(key []byte) (value []byte, ok bool, err error)
+	PutAux(key, value []byte) error
+	DeleteAux(key []byte) error
+	// AuxScan streams the entries whose key starts with prefix and is at
+	// least start (nil: from the first), in key order. Writes made by fn
+	// are not seen by the scan in progress.
+	AuxScan(prefix, start []byte, fn func(key, value []byte) error) error
 }
 
 // ChildScan streams the children of one join key (see State.Groups). It may

@@ -62,6 +62,10 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		rateDur := fs.Duration("rate-duration", 15*time.Second, "length of the cdc_rate phase")
 		renames := fs.Int("storm-renames", 10, "renames of the hot parent in the storm phase")
 		gap := fs.Int("storm-gap", 5000, "cdc records between two storm renames")
+		stormRate := fs.Float64("storm-rate", 0, "pace the storm phases at this many records/s (0: flat out; -1: the cdc_rate phase's rate)")
+		compare := fs.Bool("storm-compare", false, "run the storm once per hot-key variant, side by side (engine: without and with fair fan-out; kafka: also with salting)")
+		rounds := fs.Int("storm-rounds", 1, "with --storm-compare: alternate the variants this many times (the report shows medians)")
+		instances := fs.Int("instances", 1, "instances of the runtime (kafka), each with its own state and sink")
 		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64; 8 with --sweep)")
 		batchEv := fs.Int("batch-events", 1000, "events per state commit")
 		sync := fs.Bool("sync", true, "fsync every state commit")
@@ -118,8 +122,8 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		o := bench.Options{
 			Workload: bench.Workload{Seed: *seed, Rows: n, ChildrenPerParent: *children, Skew: *skew, HotChildren: *hot,
 				UserPads: *upads, DomainPads: *dpads, PadBytes: *padBytes, Schema: *schema, Partitions: *parts,
-				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap},
-			Pipeline: *pipeline, Producers: *producers, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
+				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap, StormRate: *stormRate},
+			Pipeline: *pipeline, Producers: *producers, StormCompare: *compare, StormRounds: *rounds, Instances: *instances, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
 			BatchEvents: *batchEv, Sync: *sync, NoRebuild: *noRebuild, BulkLoadMB: *bulkMB, MemTableMB: *memtableMB, RowCacheMB: *rowCacheMB, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
 			Projection: pi, MachineNote: *note,
 		}

@@ -25,13 +25,26 @@ import (
 // so most restarts find ClickHouse ahead of the state: before the engine
 // bracketed its batches with delivery markers (engine/exact.go), those
 // batches were inserted again and counted twice.
-func TestReplayChangelogKills(t *testing.T) {
+func TestReplayChangelogKills(t *testing.T) { replayChangelogKills(t, "", 0) }
+
+// TestReplayChangelogKillsHotKeys is TestReplayChangelogKills with hot
+// parents (Zipf) and skew.chunk_rows 2: with the Positioned sink the
+// engine fans out at once, so re-created batches emit what the killed run
+// emitted.
+func TestReplayChangelogKillsHotKeys(t *testing.T) {
+	replayChangelogKills(t, "skew: {chunk_rows: 2}\n", 1.2)
+}
+
+// replayChangelogKills runs the replay kill test with extra YAML and the
+// history's Zipf exponent over parents (0: uniform).
+func replayChangelogKills(t *testing.T, extra string, parentSkew float64) {
 	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
 	seed := testSeed(t)
 	t.Logf("seed %d (rerun with CDCJOIN_SEED=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 12))
 	o := cdcgen.DefaultOptions(int64(seed))
 	o.Ops, o.Users, o.Domains = 50000, 300, 800
+	o.ParentSkew = parentSkew
 	h, err := cdcgen.Generate(o)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +71,7 @@ clickhouse:
   mode: changelog
   batch: {rows: 8, interval: 40ms}
   retry: {initial: 20ms, max: 200ms, max_elapsed: 1m}
-`, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(dir, "state"), addr, table))
+%s`, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(dir, "state"), addr, table, extra))
 	log, err := os.Create(filepath.Join(dir, "cdcjoin.log"))
 	if err != nil {
 		t.Fatal(err)

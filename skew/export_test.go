@@ -1,0 +1,18 @@
+package skew
+
+import (
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/keyed"
+)
+
+// NewFairWith is NewFair with another executor (negative controls).
+func NewFairWith(join *keyed.Join, chunk int, exec Executor) *Fair {
+	f := &Fair{Join: join, Chunk: chunk, Pacer: Pacer{Now: time.Now}}
+	f.sched = NewScheduler(exec)
+	return f
+}
+
+// SetNoWait makes r end coolings without waiting for the replicas'
+// confirmations (the negative control of the release round).
+func SetNoWait(r *Router) { r.noWait = true }

@@ -1,0 +1,55 @@
+package skew
+
+import "time"
+
+// Pacer shares a goroutine's time between the inputs it applies and the
+// fan-outs in progress: each unit of time spent on inputs (Earn) buys as
+// much time for fan-out steps (Spend), so while both have work each gets
+// about half, and a fan-out of millions of rows delays other keys' inputs
+// by at most a factor of about two (plus one step). Time is the driver's
+// (now), never read inside the join. The zero Pacer needs Now set. Not
+// safe for concurrent use.
+type Pacer struct {
+	// Now is the clock (time.Now in production).
+	Now func() time.Time
+	// MaxCredit bounds the saved-up time (default 50ms), so that a long
+	// run of inputs without fan-outs does not buy a long stall later.
+	MaxCredit time.Duration
+	credit    time.Duration
+}
+
+// Earn adds time spent on inputs.
+func (p *Pacer) Earn(d time.Duration) {
+	max := p.MaxCredit
+	if max <= 0 {
+		max = 50 * time.Millisecond
+	}
+	p.credit = min(p.credit+d, max)
+}
+
+// Spend runs step while there is credit and busy() holds, charging each
+// step's time; a step may overdraw (the debt is paid by later inputs).
+// With quantum > 0 it runs for at least quantum (idle time: no input is
+// waiting). It returns step's first error.
+func (p *Pacer) Spend(quantum time.Duration, busy func() bool, step func() error) error {
+	start := p.Now()
+	floor := start.Add(quantum)
+	for busy() {
+		now := p.Now()
+		if p.credit <= 0 && !now.Before(floor) {
+			break
+		}
+		if err := step(); err != nil {
+			return err
+		}
+		d := p.Now().Sub(now)
+		if now.Before(floor) {
+			continue // idle quantum: free
+		}
+		p.credit -= d
+	}
+	if !busy() && p.credit > 0 {
+		p.credit = 0 // no saving up while there is nothing to pay for
+	}
+	return nil
+}
