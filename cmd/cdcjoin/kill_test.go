@@ -130,25 +130,8 @@ clickhouse:
   batch: {rows: 8, interval: 40ms}
   retry: {initial: 20ms, max: 200ms, max_elapsed: 1m}
 %s`, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(dir, "state"), strings.Join(c.ListenAddrs(), ", "), addr, table, extra))
-	log, err := os.Create(filepath.Join(dir, "cdcjoin.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			if len(b) > 8000 {
-				b = b[len(b)-8000:]
-			}
-			t.Logf("cdcjoin's log (tail):\n%s", b)
-		}
-	}()
-	conn, err := ch.Open(&ch.Options{Addr: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	log := childLog(t, dir)
+	conn := openClickHouse(t, addr)
 	slices := kills + 1
 	per := (len(h.Records) + slices - 1) / slices
 	midBatch := 0
@@ -202,16 +185,7 @@ clickhouse:
 	if err := <-exited; err != nil {
 		t.Errorf("cdcjoin run after SIGTERM: %v", err)
 	}
-	var bad uint64
-	q := "SELECT count() FROM (SELECT sum(_sign) AS n FROM cdcjoin_test." + table + " GROUP BY _pk, _ck HAVING n NOT IN (0, 1))"
-	if err := conn.QueryRow(context.Background(), q).Scan(&bad); err != nil {
-		t.Fatal(err)
-	}
-	if bad != 0 {
-		t.Fatalf("after %d kills, %d row keys have sum(_sign) outside {0, 1}", kills, bad)
-	}
-	var inserts uint64
-	conn.QueryRow(context.Background(), "SELECT count() FROM cdcjoin_test."+table+" WHERE _pk = '\\0cdcjoin' AND _sign = 1").Scan(&inserts)
+	inserts := checkSigns(t, conn, "cdcjoin_test."+table)
 	t.Logf("%d kills; %d rows of the join equal; %d INSERTs", kills, len(want), inserts)
 	if extra != "" {
 		b, _ := os.ReadFile(log.Name())
@@ -272,6 +246,58 @@ func batchInProgress(t *testing.T, conn ch.Conn, table string) bool {
 		}
 	}
 	return false
+}
+
+// childLog creates the log file of the children a test starts in dir; its
+// tail is logged when the test fails.
+func childLog(t *testing.T, dir string) *os.File {
+	t.Helper()
+	log, err := os.Create(filepath.Join(dir, "cdcjoin.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			t.Logf("cdcjoin's log (tail):\n%s", b)
+		}
+	})
+	return log
+}
+
+// openClickHouse connects to the test server (closed at the test's end).
+func openClickHouse(t *testing.T, addr string) ch.Conn {
+	t.Helper()
+	conn, err := ch.Open(&ch.Options{Addr: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// checkSigns fails the test unless every row key of the changelog table
+// has sum(_sign) 0 or 1, and returns how many INSERTs carried a delivery
+// marker.
+func checkSigns(t *testing.T, conn ch.Conn, table string) uint64 {
+	t.Helper()
+	var bad uint64
+	q := "SELECT count() FROM (SELECT sum(_sign) AS n FROM " + table + " GROUP BY _pk, _ck HAVING n NOT IN (0, 1))"
+	if err := conn.QueryRow(context.Background(), q).Scan(&bad); err != nil {
+		t.Fatal(err)
+	}
+	if bad != 0 {
+		t.Fatalf("%d row keys have sum(_sign) outside {0, 1}", bad)
+	}
+	var inserts uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM "+table+" WHERE _pk = '\\0cdcjoin' AND _sign = 1").Scan(&inserts); err != nil {
+		t.Fatal(err)
+	}
+	return inserts
 }
 
 // changelogRows reads the live rows of a changelog table (sum(_sign) > 0,

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
 )
@@ -72,25 +70,8 @@ clickhouse:
   batch: {rows: 8, interval: 40ms}
   retry: {initial: 20ms, max: 200ms, max_elapsed: 1m}
 %s`, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(dir, "state"), addr, table, extra))
-	log, err := os.Create(filepath.Join(dir, "cdcjoin.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			if len(b) > 8000 {
-				b = b[len(b)-8000:]
-			}
-			t.Logf("cdcjoin's log (tail):\n%s", b)
-		}
-	}()
-	conn, err := ch.Open(&ch.Options{Addr: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	log := childLog(t, dir)
+	conn := openClickHouse(t, addr)
 	args := func(resume bool) []string {
 		a := []string{"replay", "--config", cfg, "--input", in.Name(), "--clickhouse", addr}
 		if resume {
@@ -146,16 +127,7 @@ clickhouse:
 	if diff := cdcgen.Diff(want, got, 10); diff != "" {
 		t.Fatalf("after the kills, ClickHouse does not equal the join:\n%s", diff)
 	}
-	var bad uint64
-	q := "SELECT count() FROM (SELECT sum(_sign) AS n FROM cdcjoin_test." + table + " GROUP BY _pk, _ck HAVING n NOT IN (0, 1))"
-	if err := conn.QueryRow(context.Background(), q).Scan(&bad); err != nil {
-		t.Fatal(err)
-	}
-	if bad != 0 {
-		t.Fatalf("%d row keys have sum(_sign) outside {0, 1}", bad)
-	}
-	var inserts uint64
-	conn.QueryRow(context.Background(), "SELECT count() FROM cdcjoin_test."+table+" WHERE _pk = '\\0cdcjoin' AND _sign = 1").Scan(&inserts)
+	inserts := checkSigns(t, conn, "cdcjoin_test."+table)
 	t.Logf("%d rows of the join equal; %d INSERTs", len(want), inserts)
 	if inserts == 0 {
 		t.Fatal("no INSERT carried a delivery marker")
