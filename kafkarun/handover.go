@@ -122,7 +122,7 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 		return st, err
 	}
 
-	pcl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...),
+	pcl, err := kgo.NewClient(producerOpts(&cfg.Kafka, base,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))...)
 	if err != nil {
 		return st, fmt.Errorf("cdcjoin: kafka client: %w", err)

@@ -25,14 +25,13 @@ import (
 )
 
 // clientOpts are the options every client of the job shares: brokers,
-// client id, TLS, SASL, logging.
+// client id, TLS, SASL, logging. Clients that produce add producerOpts.
 func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.ClientID(k.ClientID),
 		kgo.DialTimeout(10 * time.Second),
 		kgo.WithLogger(kgoLogger{log}),
-		kgo.ProducerBatchCompression(compression(k.Compression)),
 	}
 	if k.TLS.Enabled {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLS.InsecureSkipVerify}
@@ -65,6 +64,16 @@ func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
 	}
 	return opts, nil
+}
+
+// producerOpts returns base with the producer options of k
+// (kafka.compression) appended, in a new slice. Each client gets an option
+// of its own: franz-go rewrites a ProducerBatchCompression's codec list in
+// place when it builds a client, so one option shared by clients created
+// concurrently is a data race.
+func producerOpts(k *config.Kafka, base []kgo.Opt, more ...kgo.Opt) []kgo.Opt {
+	opts := append(append(make([]kgo.Opt, 0, len(base)+len(more)+1), base...), more...)
+	return append(opts, kgo.ProducerBatchCompression(compression(k.Compression)))
 }
 
 // compression is the producer codec of kafka.compression (validated).
@@ -373,7 +382,7 @@ func (w *errWindow) observe(err error) error {
 // has changed. The markers are written, acknowledged by all in-sync
 // replicas, before this instance keys anything.
 func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, top topology, proposed uint64) error {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	cl, err := kgo.NewClient(producerOpts(&cfg.Kafka, base, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return fmt.Errorf("cdcjoin: kafka client: %w", err)
 	}

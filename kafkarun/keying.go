@@ -107,7 +107,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 	}
 	kc := &cfg.Kafka
 	k.txid = kc.Group + "-keying-" + kc.InstanceID
-	opts := append(append([]kgo.Opt(nil), base...),
+	opts := producerOpts(kc, base,
 		kgo.ConsumerGroup(kc.KeyingGroup()),
 		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

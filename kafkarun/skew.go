@@ -55,7 +55,7 @@ type forwarder struct {
 
 func newForwarder(j *joinStage, p int32) *forwarder {
 	kc := &j.cfg.Kafka
-	opts := append(append([]kgo.Opt(nil), j.base...),
+	opts := producerOpts(kc, j.base,
 		kgo.TransactionalID(kc.Group+"-join-"+strconv.Itoa(int(p))),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
