@@ -10,6 +10,11 @@ const (
 	// Retract: the row identified by the row key no longer exists; Values are
 	// the values it was last emitted with.
 	Retract
+	// Insert: a row of an append-only output (a time join, package
+	// timejoin), emitted once and never changed. It has no row key
+	// (ParentKey, ChildKey nil); Version is the row's position in its
+	// stream's output (1, 2, …), which a replay after a crash reproduces.
+	Insert
 )
 
 func (o ChangeOp) String() string {
@@ -18,6 +23,8 @@ func (o ChangeOp) String() string {
 		return "upsert"
 	case Retract:
 		return "retract"
+	case Insert:
+		return "insert"
 	}
 	return "invalid"
 }

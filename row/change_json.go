@@ -11,12 +11,20 @@ import (
 //	 "values":{"user_id":1,"domain_name":"Approval"}}
 //
 // child_key is null for a LEFT join's padded row; prev_version is present
-// when non-zero; names are the output column names in select order.
+// when non-zero; names are the output column names in select order. An
+// Insert (a time join's row) has no keys:
+//
+//	{"op":"insert","version":12,"values":{"impression_id":7,"click_id":null}}
 func (c *Change) AppendJSON(dst []byte, names []string) []byte {
 	dst = append(dst, `{"op":"`...)
 	dst = append(dst, c.Op.String()...)
 	dst = append(dst, `","version":`...)
 	dst = strconv.AppendUint(dst, c.Version, 10)
+	if c.Op == Insert {
+		dst = append(dst, `,"values":`...)
+		dst = AppendJSONObject(dst, names, c.Values)
+		return append(dst, '}')
+	}
 	if c.PrevVersion != 0 {
 		dst = append(dst, `,"prev_version":`...)
 		dst = strconv.AppendUint(dst, c.PrevVersion, 10)
