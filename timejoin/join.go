@@ -746,8 +746,8 @@ func (j *Join) retireVersions(st State, pk []byte, e int64) error {
 		jk  []byte
 		del bool
 	}
-	var below []entry              // versions with time < e, in order
-	keep := map[string]bool{}      // keys of the versions kept
+	var below []entry         // versions with time < e, in order
+	keep := map[string]bool{} // keys of the versions kept
 	err := st.Scan(p, successor(bytes.Clone(p)), func(k, val []byte) error {
 		if len(k) != len(p)+16 {
 			return fmt.Errorf("%w: version key", errCorrupt)

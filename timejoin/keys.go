@@ -124,7 +124,6 @@ func memberPrefix(b []byte, jk []byte) []byte { return appendBytes(append(b, kMe
 
 func memberKey(b []byte, jk, pk []byte) []byte { return append(memberPrefix(b, jk), pk...) }
 
-
 // version is a temporal right version's value: 0x00 (deleted, or under a
 // NULL key: matches nothing), or 0x01 len(jk) jk row.
 type version struct {

@@ -281,7 +281,6 @@ func refOutput(s *Spec, recs []rec, idleByEvent bool, declared []Source, end boo
 	return out, lateIdx
 }
 
-
 func toRecord(r rec) *Record {
 	out := &Record{Side: r.side, Partition: r.part, Op: r.op, Time: r.t, PK: []byte(r.pk)}
 	if r.op == Insert {
