@@ -24,7 +24,9 @@ type ClickHouse struct {
 	// other than letters, digits and '_' replaced by '_').
 	Table string `yaml:"table"`
 	// Mode is "upsert" (default; ReplacingMergeTree + a <table>_current view)
-	// or "changelog" (VersionedCollapsingMergeTree with _sign).
+	// or "changelog" (VersionedCollapsingMergeTree with _sign); a time
+	// join's is "insert" (its default and only mode: a MergeTree of the
+	// emitted rows).
 	Mode string `yaml:"mode"`
 	// Username and Password authenticate (default user "default", no
 	// password).
@@ -149,6 +151,9 @@ func (ch *ClickHouse) defaults(c *Config) {
 	}
 	if ch.Mode == "" {
 		ch.Mode = ModeUpsert
+		if c.TimeJoin != nil {
+			ch.Mode = ModeInsert
+		}
 	}
 	if ch.Username == "" {
 		ch.Username = "default"
@@ -211,8 +216,14 @@ func (ch *ClickHouse) validate(c *Config, p *Problems) {
 	}
 	switch ch.Mode {
 	case ModeUpsert, ModeChangelog:
+	case ModeInsert:
+		if c.TimeJoin == nil {
+			c.add(p, "clickhouse.mode insert is for time joins (time_join); use upsert or changelog", s, "mode")
+		}
 	default:
-		c.add(p, fmt.Sprintf("clickhouse.mode %q: use upsert or changelog", ch.Mode), s, "mode")
+		if c.TimeJoin == nil {
+			c.add(p, fmt.Sprintf("clickhouse.mode %q: use upsert or changelog", ch.Mode), s, "mode")
+		}
 	}
 	if ch.Password != "" && ch.Username == "" {
 		c.add(p, "clickhouse.password is set without clickhouse.username", s, "password")

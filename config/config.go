@@ -71,6 +71,10 @@ type SelectItem struct {
 	Side   row.Side
 	Column string
 	Name   string
+	// Table is the prefix as written, lower-cased: parent or child, or in
+	// a time join left (Side row.Parent), right (row.Child) or window
+	// (Side 0, Column start or end).
+	Table string
 }
 
 // Select is the output column list; in YAML a comma-separated string
@@ -94,14 +98,17 @@ func (s *Select) UnmarshalYAML(n *yaml.Node) error {
 	for _, it := range items {
 		m := selectRE.FindStringSubmatch(strings.TrimSpace(it))
 		if m == nil {
-			errs = append(errs, fmt.Sprintf("line %d: select: %q is not parent.<column> or child.<column>, with an optional AS <name>", n.Line, it))
+			errs = append(errs, fmt.Sprintf("line %d: select: %q is not parent.<column> or child.<column> (left.<column>, right.<column>, window.start or window.end in a time join), with an optional AS <name>", n.Line, it))
 			continue
 		}
-		si := SelectItem{Column: m[2], Name: m[2]}
-		if strings.EqualFold(m[1], "parent") {
+		si := SelectItem{Column: m[2], Name: m[2], Table: strings.ToLower(m[1])}
+		switch si.Table {
+		case "parent", "left":
 			si.Side = row.Parent
-		} else {
+		case "child", "right":
 			si.Side = row.Child
+		default: // window.start, window.end
+			si.Name = "window_" + m[2]
 		}
 		if m[3] != "" {
 			si.Name = m[3]
@@ -115,7 +122,7 @@ func (s *Select) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-var selectRE = regexp.MustCompile(`^(?i:(parent|child))\.([A-Za-z_][A-Za-z0-9_$]*)(?:\s+(?i:as)\s+([A-Za-z_][A-Za-z0-9_]*))?$`)
+var selectRE = regexp.MustCompile(`^(?i:(parent|child|left|right|window))\.([A-Za-z_][A-Za-z0-9_$]*)(?:\s+(?i:as)\s+([A-Za-z_][A-Za-z0-9_]*))?$`)
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 
@@ -188,6 +195,9 @@ type Config struct {
 	Kafka      Kafka       `yaml:"kafka"`
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
 	Skew       Skew        `yaml:"skew"`
+	// TimeJoin, when set, makes the job a time-bounded join of event
+	// streams instead of the parent/child join (timejoin.go).
+	TimeJoin *TimeJoin `yaml:"time_join"`
 
 	root *yaml.Node
 }
@@ -339,6 +349,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Errors.MaxRecordBytes == 0 {
 		c.Errors.MaxRecordBytes = 10 << 20
 	}
+	if c.TimeJoin != nil {
+		c.TimeJoin.defaults(c)
+	}
 	c.Kafka.defaults(c)
 	if c.ClickHouse != nil {
 		c.ClickHouse.defaults(c)
@@ -363,18 +376,27 @@ func (c *Config) validate(p *Problems) {
 	} else if !regexp.MustCompile(`^[A-Za-z0-9._-]+$`).MatchString(c.Name) {
 		c.add(p, fmt.Sprintf("name %q: use only letters, digits, '.', '_' and '-'", c.Name), "name")
 	}
-	c.validateTable(p, "parent", &c.Parent, false)
-	c.validateTable(p, "child", &c.Child, true)
-	if c.Parent.Topic != "" && c.Parent.Topic == c.Child.Topic {
-		c.add(p, "parent.topic and child.topic are the same topic; a self-join is not supported", "child", "topic")
-	}
-	if len(c.Child.ParentKey) > 0 && len(c.Parent.Key) > 0 && len(c.Child.ParentKey) != len(c.Parent.Key) {
-		c.add(p, fmt.Sprintf("child.parent_key has %d column(s) but parent.key has %d; they must match one to one", len(c.Child.ParentKey), len(c.Parent.Key)), "child", "parent_key")
-	}
-	switch c.Join {
-	case Inner, Left:
-	default:
-		c.add(p, fmt.Sprintf("join %q: use inner or left", c.Join), "join")
+	if c.TimeJoin != nil {
+		c.validateTimeJoin(p)
+	} else {
+		c.validateTable(p, "parent", &c.Parent, false)
+		c.validateTable(p, "child", &c.Child, true)
+		if c.Parent.Topic != "" && c.Parent.Topic == c.Child.Topic {
+			c.add(p, "parent.topic and child.topic are the same topic; a self-join is not supported", "child", "topic")
+		}
+		if len(c.Child.ParentKey) > 0 && len(c.Parent.Key) > 0 && len(c.Child.ParentKey) != len(c.Parent.Key) {
+			c.add(p, fmt.Sprintf("child.parent_key has %d column(s) but parent.key has %d; they must match one to one", len(c.Child.ParentKey), len(c.Parent.Key)), "child", "parent_key")
+		}
+		switch c.Join {
+		case Inner, Left:
+		default:
+			c.add(p, fmt.Sprintf("join %q: use inner or left", c.Join), "join")
+		}
+		for _, s := range c.Select {
+			if s.Table != "parent" && s.Table != "child" {
+				c.add(p, fmt.Sprintf("select: %s.%s: left., right. and window. are for time_join jobs; use parent.<column> or child.<column>", s.Table, s.Column), "select")
+			}
+		}
 	}
 	if len(c.Select) == 0 {
 		c.add(p, "select is required, e.g. \"parent.id AS user_id, child.domain_name\"", "select")

@@ -42,13 +42,22 @@ func (c *Config) validateTypes(p *Problems) {
 	}
 	for _, side := range []row.Side{row.Parent, row.Child} {
 		t, name := c.table(side)
+		path := []string{name}
+		if c.TimeJoin != nil {
+			path = []string{"time_join", name}
+			name = "time_join." + name
+		}
 		projected := c.projected(side)
 		for _, col := range sortedKeys(t.Types) {
 			if _, err := pgschema.Column(t.Types[col], c.Debezium.Modes()); err != nil {
-				c.add(p, fmt.Sprintf("%s.types.%s: %v", name, col, strings.TrimPrefix(err.Error(), "cdcjoin: ")), name, "types", col)
+				c.add(p, fmt.Sprintf("%s.types.%s: %v", name, col, strings.TrimPrefix(err.Error(), "cdcjoin: ")), append(path, "types", col)...)
 			}
 			if !projected[col] {
-				c.add(p, fmt.Sprintf("%s.types.%s: %s is not a key or selected column of the %s (declaring it has no effect)", name, col, col, name), name, "types", col)
+				what := "a key or selected column"
+				if c.TimeJoin != nil {
+					what = "a key, time or selected column"
+				}
+				c.add(p, fmt.Sprintf("%s.types.%s: %s is not %s of the %s (declaring it has no effect)", name, col, col, what, name), append(path, "types", col)...)
 			}
 		}
 	}
@@ -75,7 +84,13 @@ func set(items []string) map[string]bool {
 
 func (c *Config) table(side row.Side) (*Table, string) {
 	if side == row.Parent {
+		if c.TimeJoin != nil {
+			return &c.Parent, "left"
+		}
 		return &c.Parent, "parent"
+	}
+	if c.TimeJoin != nil {
+		return &c.Child, "right"
 	}
 	return &c.Child, "child"
 }
@@ -85,6 +100,9 @@ func (c *Config) table(side row.Side) (*Table, string) {
 func (c *Config) projected(side row.Side) map[string]bool {
 	t, _ := c.table(side)
 	cols := set(append(append([]string(nil), t.Key...), t.ParentKey...))
+	if c.TimeJoin != nil {
+		cols[c.TimeSide(side).Time] = true
+	}
 	for _, s := range c.Select {
 		if s.Side == side {
 			cols[s.Column] = true
