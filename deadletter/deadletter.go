@@ -11,7 +11,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
+	"time"
 
 	"github.com/cdcjoin/cdcjoin/row"
 )
@@ -23,7 +25,33 @@ const (
 	HeaderSourceOffset    = "cdcjoin.source.offset"
 	HeaderError           = "cdcjoin.error"
 	HeaderStage           = "cdcjoin.stage"
+	// A late record (a time join's input behind the watermark) carries
+	// the reason "late", its event time and the watermark it was judged
+	// against (RFC 3339, microseconds, UTC).
+	HeaderReason    = "cdcjoin.reason"
+	HeaderTime      = "cdcjoin.record.time"
+	HeaderWatermark = "cdcjoin.watermark"
 )
+
+// Late says why a late record is bad: its event time and the join's
+// watermark just before it (µs since the epoch).
+type Late struct {
+	Time, Watermark int64
+}
+
+// ReasonLate is a late record's Kind and reason.
+const ReasonLate = "late"
+
+// FormatTime renders µs since the epoch as RFC 3339 with microseconds.
+func FormatTime(us int64) string {
+	switch us {
+	case math.MinInt64:
+		return "-infinity"
+	case math.MaxInt64:
+		return "infinity"
+	}
+	return time.UnixMicro(us).UTC().Format("2006-01-02T15:04:05.000000Z")
+}
 
 // Header is one record header.
 type Header struct {
@@ -40,21 +68,31 @@ type Letter struct {
 	Value     []byte   // nil for a tombstone
 	Headers   []Header // the record's own headers
 	Stage     string   // the stage that rejected it: "keying", "replay", …
-	Kind      string   // error kind, a metric label ("malformed", "key", …)
+	Kind      string   // error kind, a metric label ("malformed", "key", "late", …)
 	Err       error
+	// Late is set for a late record (Kind ReasonLate).
+	Late *Late
 }
 
 // ProvenanceHeaders returns the record's own headers followed by the
 // provenance headers (source topic, partition, offset, error, stage).
 func (l *Letter) ProvenanceHeaders() []Header {
 	h := append([]Header(nil), l.Headers...)
-	return append(h,
+	h = append(h,
 		Header{HeaderSourceTopic, []byte(l.Topic)},
 		Header{HeaderSourcePartition, strconv.AppendInt(nil, int64(l.Partition), 10)},
 		Header{HeaderSourceOffset, strconv.AppendInt(nil, l.Offset, 10)},
 		Header{HeaderError, []byte(l.Err.Error())},
 		Header{HeaderStage, []byte(l.Stage)},
 	)
+	if l.Late != nil {
+		h = append(h,
+			Header{HeaderReason, []byte(ReasonLate)},
+			Header{HeaderTime, []byte(FormatTime(l.Late.Time))},
+			Header{HeaderWatermark, []byte(FormatTime(l.Late.Watermark))},
+		)
+	}
+	return h
 }
 
 // Writer is a dead-letter destination. DeadLetter must make the letter
@@ -85,6 +123,9 @@ func (p Policy) Handle(ctx context.Context, l *Letter) error {
 //
 //	{"topic":"…","partition":0,"offset":12,"stage":"replay","error":"…","key":"…","value":"…"}
 //
+// A late record also has "reason":"late", "time" and "watermark" (RFC
+// 3339, microseconds) before "key".
+//
 // key and value are the raw bytes as JSON strings (null for nil). Not safe
 // for concurrent use.
 type JSONL struct {
@@ -107,6 +148,13 @@ func (j *JSONL) DeadLetter(_ context.Context, l *Letter) error {
 	b = row.AppendJSONString(b, l.Stage)
 	b = append(b, `,"error":`...)
 	b = row.AppendJSONString(b, l.Err.Error())
+	if l.Late != nil {
+		b = append(b, `,"reason":"late","time":"`...)
+		b = append(b, FormatTime(l.Late.Time)...)
+		b = append(b, `","watermark":"`...)
+		b = append(b, FormatTime(l.Late.Watermark)...)
+		b = append(b, '"')
+	}
 	b = append(b, `,"key":`...)
 	b = appendBytes(b, l.Key)
 	b = append(b, `,"value":`...)

@@ -43,6 +43,12 @@ type Options struct {
 	// Placeholder is the connector's unavailable.value.placeholder (default
 	// "__debezium_unavailable_value").
 	Placeholder string
+	// Plain decodes record values that are plain JSON objects, not
+	// Debezium envelopes (an event stream written by an application): the
+	// object is the row, decoded into After as an insert (OpCreate) by the
+	// declared types (or inferred); a projected column it lacks is NULL.
+	// null and empty values are tombstones, as in envelopes.
+	Plain bool
 }
 
 // Decoder decodes Debezium change events in Kafka Connect JsonConverter
@@ -253,6 +259,19 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 			return false, notJSON("value", value)
 		}
 		return false, malformed("value", "not a JSON object")
+	}
+	if d.opts.Plain {
+		if de := d.image(&s, &ev.After, d.decl, "value", false); de != nil {
+			return false, de
+		}
+		if !s.atEnd() {
+			return false, at(s.syntaxErr("trailing data"), "value")
+		}
+		ev.Op = OpCreate
+		if d.declared {
+			ev.Types = d.decl.types
+		}
+		return false, nil
 	}
 	s.i++
 	var (

@@ -508,3 +508,23 @@ func TestDecimalTooLarge(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestPlainJSON(t *testing.T) {
+	d := NewDecoder([]string{"ad_id", "at", "note"}, Options{Plain: true, KeyColumns: 1})
+	var ev Event
+	ok, err := d.Decode(nil, []byte(`{"ad_id": 7, "extra": {"x": [1]}, "at": 1714557600000000}`), &ev)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ev.Op != OpCreate || !ev.After.Present || ev.After.Values[0].Int != 7 || ev.After.Values[1].Int != 1714557600000000 || !ev.After.Values[2].IsNull() {
+		t.Errorf("decoded %+v", ev)
+	}
+	if ok, err := d.Decode(nil, []byte(`null`), &ev); ok || err != nil {
+		t.Errorf("null value: %v %v", ok, err)
+	}
+	for _, bad := range []string{`[1]`, `{"ad_id": 1} x`, `{"ad_id": {"a": 1}}`} {
+		if _, err := d.Decode(nil, []byte(bad), &ev); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}

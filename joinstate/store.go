@@ -9,6 +9,7 @@
 //	'O' topic 0x00 partition   → next offset to consume (input positions)
 //	'M' name                   → metadata (version counter, config fingerprint, generations, …)
 //	'A' key                    → the join's bookkeeping (keyed.State's Aux: child counts, hot keys, fan-outs in progress)
+//	'X' key                    → an operator's own ordered keyspace (Space: a time join's rows, timers, watermarks)
 //
 // Join keys and child keys are tuples in the order-preserving, prefix-free
 // encoding of AppendKey, so the children of one join key are one contiguous
@@ -47,6 +48,7 @@ const (
 	prefixPosition = 'O'
 	prefixMeta     = 'M'
 	prefixAux      = 'A'
+	prefixSpace    = 'X'
 	// prefixChildMark keys row-cache-only entries (never in pebble): "this
 	// join key may have children", written with every child put.
 	prefixChildMark = 'c'
@@ -528,6 +530,9 @@ type Txn struct {
 	genSet bool             // gens changed (a clear)
 	it     *pebble.Iterator // reused by Children and HasChildren (nil until needed)
 	itBusy bool
+	// spaceIt is reused by Space.Scan (a nested scan opens its own).
+	spaceIt   *pebble.Iterator
+	spaceBusy bool
 	undo   []undoEntry // rolls back this Txn's writes to the row cache
 	key    []byte      // scratch
 	val    []byte      // scratch
@@ -834,6 +839,11 @@ func (t *Txn) closeIter() {
 		t.it = nil
 	}
 	t.itBusy = false
+	if t.spaceIt != nil {
+		t.spaceIt.Close()
+		t.spaceIt = nil
+	}
+	t.spaceBusy = false
 }
 
 // ChildScan streams the children of one join key (see Groups). It may be

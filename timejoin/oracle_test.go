@@ -1,4 +1,4 @@
-package timejoin
+package timejoin_test
 
 import (
 	"fmt"
@@ -9,7 +9,30 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/row"
+	. "github.com/cdcjoin/cdcjoin/timejoin"
+	"github.com/cdcjoin/cdcjoin/timejoin/timegen"
 )
+
+type rec = timegen.Event
+
+// toRecord is the Record of a generated event: one column (its Val; "?"
+// an unchanged TOAST value), a one-column string key ("" NULL).
+func toRecord(r rec) *Record {
+	out := &Record{Side: r.Side, Partition: r.Partition, Op: r.Op, Time: r.Time, PK: []byte(r.PK)}
+	if r.Op == Insert {
+		if r.Key == "" {
+			out.Key, out.KeyNull = row.AppendKey(nil, []row.Value{row.Null()}), true
+		} else {
+			out.Key = row.AppendKey(nil, []row.Value{row.String(r.Key)})
+		}
+		v := row.String(r.Val)
+		if r.Val == "?" {
+			v = row.Unavailable()
+		}
+		out.Row = []row.Value{v}
+	}
+	return out
+}
 
 // run drives a Join over recs on a MemState, committing (Save + a copy of
 // the state) every commitEvery records and crashing before the records
@@ -51,7 +74,7 @@ func run(t testing.TB, s *Spec, recs []rec, c runConf) (out []string, late []int
 		if ch.Op != row.Insert {
 			t.Fatalf("emitted op %v", ch.Op)
 		}
-		txt := outText(s, ch)
+		txt := timegen.Text(s, ch.Values)
 		if old, ok := rows[ch.Version]; ok && old != txt {
 			t.Fatalf("sequence %d re-emitted as %q, was %q", ch.Version, txt, old)
 		}
@@ -129,7 +152,7 @@ func check(t testing.TB, s *Spec, recs []rec, c runConf) bool {
 func checkStats(t testing.TB, s *Spec, recs []rec, c runConf) (bool, Stats) {
 	t.Helper()
 	got, gotLate, _, j := run(t, s, recs, c)
-	want, wantLate := refOutput(s, recs, !c.opts.IdleByDriver, c.declared, c.end)
+	want, wantLate := timegen.Expected(s, recs, !c.opts.IdleByDriver, c.declared, c.end)
 	if slices.Equal(got, want) && slices.Equal(gotLate, wantLate) {
 		return true, j.Stats
 	}
@@ -170,10 +193,10 @@ func TestExhaustive(t *testing.T) {
 		}
 		for _, p := range parts {
 			for _, tm := range []int64{0, 1, 3} {
-				alpha = append(alpha, rec{side: side, part: p, op: Insert, t: tm, key: "a"})
+				alpha = append(alpha, rec{Side: side, Partition: p, Op: Insert, Time: tm, Key: "a"})
 			}
 		}
-		alpha = append(alpha, rec{side: side, part: 0, op: Insert, t: 1, key: ""})
+		alpha = append(alpha, rec{Side: side, Partition: 0, Op: Insert, Time: 1, Key: ""})
 	}
 	depth := 3
 	if testing.Short() {
@@ -215,11 +238,11 @@ func TestExhaustive(t *testing.T) {
 					if len(hist) > 0 {
 						recs := slices.Clone(hist)
 						for i := range recs {
-							recs[i].pk = strconv.Itoa(i)
-							if recs[i].side == SideRight && kind == Temporal {
-								recs[i].pk = fmt.Sprintf("p%d", i%2)
+							recs[i].PK = strconv.Itoa(i)
+							if recs[i].Side == SideRight && kind == Temporal {
+								recs[i].PK = fmt.Sprintf("p%d", i%2)
 							}
-							recs[i].val = fmt.Sprintf("%s%d", recs[i].side, i)
+							recs[i].Val = fmt.Sprintf("%s%d", recs[i].Side, i)
 						}
 						for _, end := range []bool{false, true} {
 							n++
@@ -260,13 +283,13 @@ func TestExhaustive(t *testing.T) {
 func temporalAlphabet() []rec {
 	var a []rec
 	for _, tm := range []int64{0, 1, 3} {
-		a = append(a, rec{side: SideLeft, part: int32(tm % 2), op: Insert, t: tm, key: "a"})
-		a = append(a, rec{side: SideRight, part: 0, op: Insert, t: tm, key: "a"})
-		a = append(a, rec{side: SideRight, part: 0, op: Insert, t: tm, key: "b"})
-		a = append(a, rec{side: SideRight, part: 0, op: Delete, t: tm})
+		a = append(a, rec{Side: SideLeft, Partition: int32(tm % 2), Op: Insert, Time: tm, Key: "a"})
+		a = append(a, rec{Side: SideRight, Partition: 0, Op: Insert, Time: tm, Key: "a"})
+		a = append(a, rec{Side: SideRight, Partition: 0, Op: Insert, Time: tm, Key: "b"})
+		a = append(a, rec{Side: SideRight, Partition: 0, Op: Delete, Time: tm})
 	}
-	a = append(a, rec{side: SideRight, part: 1, op: Truncate, t: 2})
-	a = append(a, rec{side: SideLeft, part: 0, op: Insert, t: 2, key: ""})
+	a = append(a, rec{Side: SideRight, Partition: 1, Op: Truncate, Time: 2})
+	a = append(a, rec{Side: SideLeft, Partition: 0, Op: Insert, Time: 2, Key: ""})
 	return a
 }
 
@@ -284,79 +307,12 @@ func seed(t testing.TB) uint64 {
 	return s
 }
 
-// history generates a random event history: several partitions a side,
-// keys reused, times moving forward with disorder mostly within ooo,
-// some records far behind (late), partitions going quiet for a while
-// (idle), redelivered records, NULL keys; temporal right sides get
-// creates, updates (some moving the key, some with TOAST placeholders),
-// deletes and now and then a truncate.
 func history(rng *rand.Rand, kind Kind, n int, ooo int64) []rec {
-	return historyOf(rng, kind, n, ooo, false)
+	return timegen.Generate(rng, timegen.Options{Kind: kind, N: n, OutOfOrderness: ooo})
 }
 
-// historyOf is history; steady leaves out the quiet partitions and the
-// records far behind (a history at a constant rate).
 func historyOf(rng *rand.Rand, kind Kind, n int, ooo int64, steady bool) []rec {
-	var out []rec
-	clock := int64(1000)
-	quiet := map[Source]int{} // records left before a quiet partition speaks again
-	live := map[string]string{}
-	for len(out) < n {
-		clock += rng.Int64N(4)
-		side := SideLeft
-		if rng.IntN(2) == 0 {
-			side = SideRight
-		}
-		src := Source{side, int32(rng.IntN(3))}
-		if quiet[src] > 0 {
-			quiet[src]--
-			continue
-		}
-		if rng.IntN(60) == 0 && !steady {
-			quiet[src] = 20 + rng.IntN(40)
-		}
-		tm := clock - rng.Int64N(ooo+1)
-		switch rng.IntN(25) {
-		case 0:
-			if !steady {
-				tm = clock - ooo - 5 - rng.Int64N(30) // behind the watermark
-			}
-		case 1:
-			if len(out) > 0 { // a redelivery
-				out = append(out, out[len(out)-1-rng.IntN(min(len(out), 10))])
-				continue
-			}
-		}
-		key := strconv.Itoa(rng.IntN(4))
-		if rng.IntN(30) == 0 {
-			key = ""
-		}
-		r := rec{side: side, part: src.Partition, op: Insert, t: tm, key: key,
-			pk: fmt.Sprintf("%s%d", side, len(out)), val: fmt.Sprintf("%s%d", side, len(out))}
-		if kind == Temporal && side == SideRight {
-			// One pk per partition range, changes in time order per pk.
-			pk := fmt.Sprintf("u%d", src.Partition*10+int32(rng.IntN(4)))
-			r.pk, r.t = pk, clock
-			switch x := rng.IntN(10); {
-			case x == 0 && live[pk] != "":
-				r.op, r.key, r.val = Delete, "", ""
-				delete(live, pk)
-			case x == 1 && rng.IntN(10) == 0:
-				r.op, r.key, r.val = Truncate, "", ""
-				clear(live)
-			case x == 2 && live[pk] != "":
-				r.val = "?" // TOAST: keeps the stored value
-				r.key = live[pk]
-			default:
-				if r.key == "" {
-					r.key = "0"
-				}
-				live[pk] = r.key
-			}
-		}
-		out = append(out, r)
-	}
-	return out
+	return timegen.Generate(rng, timegen.Options{Kind: kind, N: n, OutOfOrderness: ooo, Steady: steady})
 }
 
 // TestOracle compares seeded random histories with the reference, every
@@ -419,13 +375,13 @@ func idleHappened(s *Spec, recs []rec) bool {
 	last := map[Source]int64{}
 	gmax := MinTime
 	for _, r := range recs {
-		gmax = max(gmax, r.t)
+		gmax = max(gmax, r.Time)
 		for _, l := range last {
 			if gmax-l >= s.IdleTimeout {
 				return true
 			}
 		}
-		last[Source{r.side, r.part}] = gmax
+		last[Source{Side: r.Side, Partition: r.Partition}] = gmax
 	}
 	return false
 }
