@@ -260,6 +260,9 @@ func (c *Config) TimeSide(s row.Side) *TimeSide {
 // the join type: a LEFT join's child (right) side, a RIGHT join's left
 // side, both in a FULL join.
 func (c *Config) Padded(side row.Side) bool {
+	if side != row.Parent && side != row.Child {
+		return false // window start and end
+	}
 	switch c.Join {
 	case Left:
 		return side == row.Child

@@ -158,6 +158,10 @@ func (c *Config) KeyColumns(side row.Side, cols []string) int {
 func (c *Config) DeclaredOutputTypes() []row.ColumnType {
 	out := make([]row.ColumnType, len(c.Select))
 	for i, s := range c.Select {
+		if s.Table == "window" { // window.start, window.end: timestamps
+			out[i] = row.ColumnType{Kind: row.KindTimestamp, Connect: "int64", Logical: "io.debezium.time.MicroTimestamp"}
+			continue
+		}
 		if d := c.DeclaredTypes(s.Side, []string{s.Column}); d != nil {
 			out[i] = d[0]
 		}

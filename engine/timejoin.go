@@ -407,14 +407,6 @@ func pipeline[D any](ctx context.Context, src func(yield func(*Record) error) er
 }
 
 // OutputTypes returns the select list's column types declared in the
-// configuration (zero entries where unknown): window start and end are
-// timestamps.
-func (e *TimeEngine) OutputTypes() []row.ColumnType {
-	out := e.cfg.DeclaredOutputTypes()
-	for i, c := range e.ts.Spec.Out {
-		if c.From == timejoin.FromWindowStart || c.From == timejoin.FromWindowEnd {
-			out[i] = row.ColumnType{Kind: row.KindTimestamp, Connect: "int64", Logical: "io.debezium.time.MicroTimestamp"}
-		}
-	}
-	return out
-}
+// configuration (zero entries where unknown; window start and end are
+// timestamps).
+func (e *TimeEngine) OutputTypes() []row.ColumnType { return e.cfg.DeclaredOutputTypes() }

@@ -51,6 +51,9 @@ schema of each topic are used), else from defaults (Nullable(String)).`)
 			return err
 		}
 		var types []row.ColumnType
+		if *sample != "" && cfg.IsTimeJoin() {
+			return fmt.Errorf("cdcjoin ddl: --sample is for regular joins; declare a time join's column types in time_join.left/right.types: %w", errUsage)
+		}
 		if *sample != "" {
 			if types, err = sampleTypes(cfg, *sample); err != nil {
 				return err

@@ -22,7 +22,7 @@ func replayCommand() command {
 	c := command{
 		name:    "replay",
 		summary: "apply a file of Debezium records offline (backfill, checks, simplest benchmark)",
-		usage:   "--config FILE --input FILE [--changes FILE] [--final FILE] [--resume] [--clickhouse ADDR]",
+		usage:   "--config FILE --input FILE [--changes FILE] [--final FILE] [--resume] [--end-of-input] [--clickhouse ADDR]",
 	}
 	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(&c, stderr, `
@@ -33,7 +33,14 @@ and applies them to the join state in state.dir. The emitted changes (upserts
 and retractions with versions) go to --changes and/or ClickHouse; --final
 writes the resulting join, one JSON object per row keyed by the select names,
 sorted by row key. Exits non-zero on a bad config or, under errors.policy stop,
-on the first bad record (naming its topic/partition/offset).`)
+on the first bad record (naming its topic/partition/offset).
+
+A time join (time_join) emits insert-only rows: --changes gets
+{"op":"insert","version":<seq>,"values":{…}}, --final one JSON object per
+emitted row in emission order; late records are bad records (reason late).
+The watermark does not move at the end of the input unless --end-of-input
+says the input is complete (a bounded backfill): then every row still
+waiting for the watermark (outer rows, temporal rows, windows) is emitted.`)
 		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required)")
 		input := fs.String("input", "", "input `file` of records, JSON lines; - for stdin (required)")
 		changes := fs.String("changes", "", "write every emitted change as a JSON line to `file` (- for stdout)")
@@ -42,6 +49,7 @@ on the first bad record (naming its topic/partition/offset).`)
 		bad := fs.String("bad-records", "", "with errors.policy dlq: write bad records with their error to `file` (JSON lines)")
 		chAddr := fs.String("clickhouse", "", "also write changes to ClickHouse at `host:port` (native protocol); uses the config's clickhouse section")
 		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+		endOfInput := fs.Bool("end-of-input", false, "time joins: the input is complete: move the watermark to +infinity after it (outer rows, temporal rows and windows still waiting are emitted; later records are late)")
 		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to `file` (for go tool pprof)")
 		if err := parseFlags(fs, args); err != nil {
 			return err
@@ -61,17 +69,24 @@ on the first bad record (naming its topic/partition/offset).`)
 			}
 			defer stop()
 		}
-		return runReplay(ctx, cfg, replayArgs{
+		a := replayArgs{
 			input: *input, changes: *changes, final: *final, resume: *resume, bad: *bad,
-			clickhouse: *chAddr, quiet: *quiet,
-		}, stdout, stderr)
+			clickhouse: *chAddr, quiet: *quiet, endOfInput: *endOfInput,
+		}
+		if cfg.IsTimeJoin() {
+			return runTimeReplay(ctx, cfg, a, stdout, stderr)
+		}
+		if a.endOfInput {
+			return fmt.Errorf("cdcjoin replay: --end-of-input is for time joins (time_join): %w", errUsage)
+		}
+		return runReplay(ctx, cfg, a, stdout, stderr)
 	}
 	return c
 }
 
 type replayArgs struct {
 	input, changes, final, bad, clickhouse string
-	resume, quiet                          bool
+	resume, quiet, endOfInput              bool
 }
 
 // outFile opens path for writing ("-" is stdout); close flushes it.

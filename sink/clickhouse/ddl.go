@@ -85,7 +85,7 @@ func ColumnTypes(cfg *config.Config, types []row.ColumnType, sample []row.Value,
 				continue
 			}
 		}
-		forceNull := cfg.Join == config.Left && s.Side == row.Child
+		forceNull := cfg.Padded(s.Side)
 		var ct row.ColumnType
 		switch {
 		case i < len(types) && types[i].Known():
@@ -214,6 +214,9 @@ func ddlFor(cfg *config.Config, colTypes []string, srv Server) ([]string, error)
 		if _, err := parseType(t); err != nil {
 			return nil, fmt.Errorf("cdcjoin: clickhouse: column %s: %w", names[i], err)
 		}
+	}
+	if ch.Mode == config.ModeInsert {
+		return []string{"CREATE DATABASE IF NOT EXISTS " + quoteIdent(ch.Database), insertDDL(cfg, names, colTypes, srv)}, nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s\n(\n", tableName(ch))

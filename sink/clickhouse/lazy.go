@@ -148,3 +148,58 @@ func (l *LazyExact) Close() error {
 	}
 	return nil
 }
+
+// LazyInsert is an insert-mode sink (a time join's rows, insert.go)
+// opened at its first Write, so that a table it creates is typed with the
+// column types known by then; the stream is asked for then too. Not safe
+// for concurrent use.
+type LazyInsert struct {
+	cfg    *config.Config
+	types  func() []row.ColumnType
+	stream func() string
+	s      *Sink
+}
+
+// NewLazyInsert returns a LazyInsert for cfg (mode insert).
+func NewLazyInsert(cfg *config.Config, types func() []row.ColumnType, stream func() string) *LazyInsert {
+	return &LazyInsert{cfg: cfg, types: types, stream: stream}
+}
+
+// Write implements sink.Sink.
+func (l *LazyInsert) Write(ctx context.Context, changes []row.Change) error {
+	if l.s == nil {
+		s, err := Open(ctx, l.cfg, Options{Types: l.types(), Stream: l.stream()})
+		if err != nil {
+			return err
+		}
+		l.s = s
+	}
+	return l.s.Write(ctx, changes)
+}
+
+// Flush implements sink.Sink.
+func (l *LazyInsert) Flush(ctx context.Context) error {
+	if l.s == nil {
+		return nil
+	}
+	return l.s.Flush(ctx)
+}
+
+// Dropped reports the rows not sent because the table held them already.
+func (l *LazyInsert) Dropped() uint64 {
+	if l.s == nil {
+		return 0
+	}
+	return l.s.Dropped()
+}
+
+// Close implements sink.Sink.
+func (l *LazyInsert) Close() error {
+	if l.s == nil {
+		return nil
+	}
+	if err := l.s.Close(); err != nil {
+		return fmt.Errorf("cdcjoin: close clickhouse sink: %w", err)
+	}
+	return nil
+}

@@ -51,8 +51,14 @@ type Options struct {
 	// each change exactly once across replays, sends its INSERTs one at a
 	// time, and is Driven. One table may hold many streams (a keyed
 	// partition each); a stream name must be stable across restarts and
-	// change when its positions start over.
+	// change when its positions start over. In insert mode (required
+	// there) it is the rows' _stream, their seq numbering's name
+	// (insert.go); the sink then sends its INSERTs one at a time.
 	Stream string
+
+	// noDedup (tests: the negative control) makes an insert-mode sink
+	// ignore what the table holds.
+	noDedup bool
 }
 
 // Sink writes row.Change values into a ClickHouse table. See the package
@@ -86,7 +92,8 @@ type Sink struct {
 	cur     *batch
 	pending map[*batch]chan struct{}
 	fatal   error
-	ex      *exact // delivery markers (Options.Stream); nil without
+	ex      *exact       // delivery markers (Options.Stream); nil without
+	ins     *insertState // mode insert: dedup by (_stream, _seq); nil in the other modes
 
 	st struct {
 		batches, rows, bytes, changes, retries, errors, insertNs, maxRows atomic.Uint64
@@ -126,7 +133,15 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 	}
 	inFlight := c.MaxInFlight
 	var ex *exact
-	if opts.Stream != "" {
+	var ins *insertState
+	if c.Mode == config.ModeInsert {
+		if opts.Stream == "" {
+			return nil, fmt.Errorf("cdcjoin: clickhouse: mode insert needs Options.Stream")
+		}
+		// One INSERT at a time: max(_seq) must name the last one that
+		// landed.
+		inFlight, ins = 1, &insertState{stream: opts.Stream}
+	} else if opts.Stream != "" {
 		if c.Mode != config.ModeChangelog {
 			return nil, fmt.Errorf("cdcjoin: clickhouse: delivery markers (Options.Stream) are for changelog mode")
 		}
@@ -145,7 +160,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		slots:   make(chan struct{}, inFlight),
 		free:    make(chan *batch, inFlight+1),
 		pending: map[*batch]chan struct{}{},
-		driven:  opts.Driven, ex: ex,
+		driven:  opts.Driven, ex: ex, ins: ins,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	err = s.retry(ctx, "connect", func(ctx context.Context) error {
@@ -347,6 +362,22 @@ func (s *Sink) setup(ctx context.Context, sample []row.Value) error {
 	for _, n := range s.names {
 		cols = append(cols, quoteIdent(n))
 	}
+	if s.ins != nil {
+		d, err := s.readDelivered(ctx)
+		if err != nil {
+			return err
+		}
+		if s.opts.noDedup {
+			d = 0
+		}
+		s.mu.Lock()
+		s.ins.delivered = max(s.ins.delivered, d)
+		s.mu.Unlock()
+		s.sql = fmt.Sprintf("INSERT INTO %s (%s)", tableName(s.chc), strings.Join(append(cols, colStream, colSeq), ", "))
+		s.token = s.srv.HasDedupToken()
+		s.ready.Store(true)
+		return nil
+	}
 	cols = append(cols, colPK, colCK, colVersion, s.flagCol())
 	s.sql = fmt.Sprintf("INSERT INTO %s (%s)", tableName(s.chc), strings.Join(cols, ", "))
 	s.token = s.chc.Mode == config.ModeChangelog && s.srv.HasDedupToken()
@@ -366,21 +397,33 @@ func (s *Sink) flagCol() string {
 func (s *Sink) check(ti *tableInfo) ([]colType, error) {
 	var diffs []string
 	wantEngine := []string{"ReplacingMergeTree", "ReplicatedReplacingMergeTree"}
-	if s.chc.Mode == config.ModeChangelog {
+	switch s.chc.Mode {
+	case config.ModeChangelog:
 		wantEngine = []string{"VersionedCollapsingMergeTree", "ReplicatedVersionedCollapsingMergeTree"}
+	case config.ModeInsert:
+		wantEngine = []string{"MergeTree", "ReplicatedMergeTree"}
 	}
 	if ti.engine != wantEngine[0] && ti.engine != wantEngine[1] {
 		diffs = append(diffs, fmt.Sprintf("engine is %s, mode %s needs %s", ti.engine, s.chc.Mode, wantEngine[0]))
 	}
-	// VersionedCollapsingMergeTree appends the version to the sorting key.
-	if k := strings.ReplaceAll(ti.sortingKey, " ", ""); k != colPK+","+colCK && k != colPK+","+colCK+","+colVersion {
-		diffs = append(diffs, fmt.Sprintf("ORDER BY is (%s), need (%s, %s)", ti.sortingKey, colPK, colCK))
-	}
-	hidden := [][2]string{{colPK, "String"}, {colCK, "String"}, {colVersion, "UInt64"}}
-	if s.chc.Mode == config.ModeChangelog {
-		hidden = append(hidden, [2]string{colSign, "Int8"})
+	k := strings.ReplaceAll(ti.sortingKey, " ", "")
+	var hidden [][2]string
+	if s.chc.Mode == config.ModeInsert {
+		if k != colStream+","+colSeq {
+			diffs = append(diffs, fmt.Sprintf("ORDER BY is (%s), need (%s, %s)", ti.sortingKey, colStream, colSeq))
+		}
+		hidden = [][2]string{{colStream, "String"}, {colSeq, "UInt64"}}
 	} else {
-		hidden = append(hidden, [2]string{colDeleted, "UInt8"})
+		// VersionedCollapsingMergeTree appends the version to the sorting key.
+		if k != colPK+","+colCK && k != colPK+","+colCK+","+colVersion {
+			diffs = append(diffs, fmt.Sprintf("ORDER BY is (%s), need (%s, %s)", ti.sortingKey, colPK, colCK))
+		}
+		hidden = [][2]string{{colPK, "String"}, {colCK, "String"}, {colVersion, "UInt64"}}
+		if s.chc.Mode == config.ModeChangelog {
+			hidden = append(hidden, [2]string{colSign, "Int8"})
+		} else {
+			hidden = append(hidden, [2]string{colDeleted, "UInt8"})
+		}
 	}
 	for _, h := range hidden {
 		if t, ok := ti.cols[h[0]]; !ok {
@@ -605,7 +648,7 @@ func (s *Sink) newBatch() *batch {
 	if s.chc.Mode == config.ModeUpsert {
 		b.index = map[rowKey]int{}
 	}
-	if s.token {
+	if s.token && s.ins == nil {
 		b.hash = sha256.New()
 	}
 	return b
@@ -656,11 +699,21 @@ func (s *Sink) worker() {
 							return err
 						}
 					}
+					if sent && s.ins != nil {
+						if got, err := s.maxSeq(ctx); err != nil || got >= b.lastSeq {
+							return err
+						}
+					}
 					sent = true
 					return s.insert(ctx, b)
 				})
 				if err != nil && s.ctx.Err() == nil {
 					s.setFatal(err)
+				}
+				if err == nil && s.ins != nil {
+					s.mu.Lock()
+					s.ins.delivered = max(s.ins.delivered, b.lastSeq)
+					s.mu.Unlock()
 				}
 			}
 			s.mu.Lock()
@@ -679,7 +732,12 @@ func (s *Sink) worker() {
 
 // insert sends b as one INSERT.
 func (s *Sink) insert(ctx context.Context, b *batch) error {
-	if b.hash != nil {
+	if s.ins != nil {
+		tok := fmt.Sprintf("%s:%d-%d", s.ins.stream, b.firstSeq, b.lastSeq)
+		if s.token {
+			ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": tok}))
+		}
+	} else if b.hash != nil {
 		tok := hex.EncodeToString(b.hash.Sum(nil))
 		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": tok}))
 	}
@@ -699,7 +757,11 @@ func (s *Sink) insert(ctx context.Context, b *batch) error {
 	if s.chc.Mode == config.ModeUpsert {
 		flag = b.deleted
 	}
-	for i, d := range []any{b.pk, b.ck, b.ver, flag} {
+	hidden := []any{b.pk, b.ck, b.ver, flag}
+	if s.ins != nil {
+		hidden = []any{b.pk, b.ver} // _stream, _seq
+	}
+	for i, d := range hidden {
 		if err := bt.Column(n + i).Append(d); err != nil {
 			bt.Abort()
 			return err
@@ -741,6 +803,8 @@ type batch struct {
 	done    chan struct{} // closed when the batch is finished
 	marker  uint64        // its delivery marker's version (exact.go); 0: none
 	skip    bool          // landed before: not sent (a replayed batch)
+	// insert mode: the first and last _seq of the batch
+	firstSeq, lastSeq uint64
 }
 
 func (b *batch) reset() {
@@ -753,6 +817,7 @@ func (b *batch) reset() {
 	clear(b.index)
 	b.rows, b.bytes = 0, 0
 	b.marker, b.skip = 0, false
+	b.firstSeq, b.lastSeq = 0, 0
 	if b.hash != nil {
 		b.hash.Reset()
 	}
@@ -763,6 +828,9 @@ func (b *batch) reset() {
 func (b *batch) add(s *Sink, c *row.Change) error {
 	if len(c.Values) != len(b.cols) || (c.Prev != nil && len(c.Prev) != len(b.cols)) {
 		return fmt.Errorf("cdcjoin: clickhouse: change has %d values (prev %d), the select list has %d columns", len(c.Values), len(c.Prev), len(b.cols))
+	}
+	if s.ins != nil {
+		return b.addInsert(s, c)
 	}
 	if c.Op != row.Upsert && c.Op != row.Retract {
 		return fmt.Errorf("cdcjoin: clickhouse: change with invalid op %d", c.Op)
