@@ -119,6 +119,11 @@ type Options struct {
 	// side (hotkeys.go), StormRounds times (default 1), alternating.
 	StormCompare bool
 	StormRounds  int
+	// CPUProfile, if set, is where each point's CPU profile is written (a
+	// sweep's points to CPUProfile.<rows>). Every point is profiled anyway
+	// for the stage figures (Phase.Stages); a CPU profile already running
+	// in the process turns them off.
+	CPUProfile string
 	// Instances is the number of kafkarun instances of the Kafka pipeline
 	// (default 1), in this process, each with its own state and sink.
 	Instances int
