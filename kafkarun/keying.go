@@ -246,6 +246,8 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if side := k.dec.Side(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
 			_, rerr = k.index(ctx, sourcePart{side, p.Partition})
+			last := p.Records[len(p.Records)-1].Offset
+			k.m.KeyingLag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(max(p.HighWatermark-last-1, 0)))
 		}
 	})
 	if rerr != nil {

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -124,6 +125,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	reg, gat := opts.Registry, opts.Gatherer
 	if reg == nil && cfg.Kafka.MetricsAddr != "" {
 		r := prometheus.NewRegistry()
+		// The process's CPU, memory and file descriptors, and the Go runtime's.
+		r.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 		reg, gat = r, r
 	}
 	if gat == nil {
