@@ -141,11 +141,11 @@ func TestDashboardParses(t *testing.T) {
 		"cdcjoin_keying_consumer_lag_records", "cdcjoin_join_consumer_lag_records", // lag per stage and partition
 		"cdcjoin_keying_events_total", "cdcjoin_join_changes_total", // events/s
 		"cdcjoin_sink_inserts_total", "cdcjoin_sink_rows_total", "cdcjoin_sink_retries_total", // sink
-		"cdcjoin_state_keyspace_bytes",                                                        // state per keyspace
-		"cdcjoin_state_row_cache_hits_total", "cdcjoin_state_block_cache_hits_total",          // cache hit rates
-		"cdcjoin_catchup_records_total", "cdcjoin_catchup_seconds_bucket",                     // catch-up
-		"cdcjoin_skew_hot_key_children", "cdcjoin_skew_busy_key_events",                       // hot and busy keys
-		"cdcjoin_live", "cdcjoin_ready",                                                       // liveness
+		"cdcjoin_state_keyspace_bytes",                                               // state per keyspace
+		"cdcjoin_state_row_cache_hits_total", "cdcjoin_state_block_cache_hits_total", // cache hit rates
+		"cdcjoin_catchup_records_total", "cdcjoin_catchup_seconds_bucket", // catch-up
+		"cdcjoin_skew_hot_key_children", "cdcjoin_skew_busy_key_events", // hot and busy keys
+		"cdcjoin_live", "cdcjoin_ready", // liveness
 	} {
 		if len(names[want]) == 0 {
 			t.Errorf("the dashboard shows no %s", want)
