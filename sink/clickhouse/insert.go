@@ -99,14 +99,16 @@ func (b *batch) addInsert(s *Sink, c *row.Change) error {
 
 // insertDDL is the CREATE TABLE of insert mode.
 func insertDDL(cfg *config.Config, names, colTypes []string, srv Server) string {
+	ch := cfg.ClickHouse
 	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s\n(\n", tableName(cfg.ClickHouse))
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s\n(\n", tableName(ch), onCluster(ch))
 	for i, n := range names {
 		fmt.Fprintf(&b, "    %s %s,\n", quoteIdent(n), colTypes[i])
 	}
-	fmt.Fprintf(&b, "    %s String,\n    %s UInt64\n)\nENGINE = MergeTree\nORDER BY (%s, %s)", colStream, colSeq, colStream, colSeq)
-	if srv.HasDedupToken() {
-		fmt.Fprintf(&b, "\nSETTINGS non_replicated_deduplication_window = %d", dedupWindow)
+	engine, settings := engineFor(ch, srv)
+	fmt.Fprintf(&b, "    %s String,\n    %s UInt64\n)\nENGINE = %s\nORDER BY (%s, %s)", colStream, colSeq, engine, colStream, colSeq)
+	if len(settings) > 0 {
+		fmt.Fprintf(&b, "\nSETTINGS %s", strings.Join(settings, ", "))
 	}
 	return b.String()
 }
