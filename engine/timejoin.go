@@ -102,7 +102,7 @@ func OpenTime(cfg *config.Config, opts Options) (*TimeEngine, error) {
 		join: timejoin.New(ts.Spec, timejoin.Options{}), dec: job.NewTimeDecoder(cfg, ts),
 		buf:    sink.NewBuffer(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
-		stats:  TimeStats{LateByTopic: map[string]uint64{}},
+		stats: TimeStats{LateByTopic: map[string]uint64{}},
 	}
 	if err := e.load(); err != nil {
 		store.Close()

@@ -130,4 +130,3 @@ func insertCrashes(t *testing.T, addr string, noDedup bool) (rows, distinct uint
 	}
 	return rows, distinct
 }
-

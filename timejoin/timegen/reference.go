@@ -320,4 +320,3 @@ func Expected(s *timejoin.Spec, recs []Event, idleByEvent bool, declared []timej
 	sort.Strings(out)
 	return out, lateIdx
 }
-
