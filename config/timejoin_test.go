@@ -1,29 +1,24 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
 
-// adClicks is the issue's job, verbatim.
-const adClicks = `name: ad_clicks
-join: inner                  # inner | left | right | full
-time_join:
-  kind: interval             # interval | window | temporal
-  left:  {topic: ads.impressions, key: [ad_id, user_id], time: impression_time, types: {impression_time: timestamp}}
-  right: {topic: ads.clicks,      key: [ad_id, user_id], time: click_time,      types: {click_time: timestamp}}
-  lower: 0s                  # interval: left.time + lower <= right.time <= left.time + upper (inclusive)
-  upper: 30m
-  out_of_orderness: 10s      # a source partition's watermark = largest event time seen in it - out_of_orderness
-  idle_timeout: 1m           # the join's watermark = min over the non-idle source partitions of both inputs
-  allowed_lateness: 0s       # a record with time < the join's watermark - allowed_lateness on arrival is late
-select: left.impression_id, left.ad_id, left.user_id, right.click_id, right.click_time
-state: {dir: ./state/ad_clicks}
-errors: {policy: dlq, dlq_topic: ad_clicks.dlq}
-`
+
+// adClicks is the issue's job, verbatim (testdata/timejoin/ad_clicks.yaml).
+func adClicksJob(t *testing.T) string {
+	data, err := os.ReadFile("../testdata/timejoin/ad_clicks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
 
 func TestTimeJoinContract(t *testing.T) {
+	adClicks := adClicksJob(t)
 	c, err := Parse([]byte(adClicks), "ad_clicks.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -175,17 +175,9 @@ const (
 
 // Open opens the state in cfg.State.Dir and prepares the engine.
 func Open(cfg *config.Config, opts Options) (*Engine, error) {
-	var policy deadletter.Policy
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		if opts.DeadLetters == nil {
-			return nil, errors.New("cdcjoin: errors.policy is dlq but no dead-letter destination is set")
-		}
-		policy.Writer = opts.DeadLetters
-	}
-	if !opts.Resume && opts.FS == nil {
-		if entries, err := os.ReadDir(cfg.State.Dir); err == nil && len(entries) > 0 {
-			return nil, fmt.Errorf("cdcjoin: state directory %s is not empty: pass --resume to continue from it, or remove it to start over", cfg.State.Dir)
-		}
+	policy, err := openChecks(cfg, &opts)
+	if err != nil {
+		return nil, err
 	}
 	spec, err := job.Spec(cfg)
 	if err != nil {
@@ -240,6 +232,24 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// openChecks returns the bad-record policy of cfg with opts, and refuses
+// a state directory that is not empty without Resume.
+func openChecks(cfg *config.Config, opts *Options) (deadletter.Policy, error) {
+	var policy deadletter.Policy
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		if opts.DeadLetters == nil {
+			return policy, errors.New("cdcjoin: errors.policy is dlq but no dead-letter destination is set")
+		}
+		policy.Writer = opts.DeadLetters
+	}
+	if !opts.Resume && opts.FS == nil {
+		if entries, err := os.ReadDir(cfg.State.Dir); err == nil && len(entries) > 0 {
+			return policy, fmt.Errorf("cdcjoin: state directory %s is not empty: pass --resume to continue from it, or remove it to start over", cfg.State.Dir)
+		}
+	}
+	return policy, nil
 }
 
 // fingerprint identifies the state's shape: a state built for another

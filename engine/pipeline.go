@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
-)
 
-// pipelineBatch is a unit of work between the two stages of Run.
-type pipelineBatch struct {
-	recs []Decoded
-	n    int
-}
+	"github.com/cdcjoin/cdcjoin/job"
+)
 
 const (
 	pipelineBatchSize = 256 // records per hand-off
@@ -30,24 +26,48 @@ const (
 // error of either stage (the other stage is stopped and waited for); it does
 // not commit the final partial batch: call Commit.
 func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) error) error {
+	var dec *job.Decoder
+	var wm *Warmer
+	defer func() {
+		if wm != nil {
+			wm.Close()
+		}
+	}()
+	return pipeline(ctx, src, func() { dec, wm = e.NewDecoder(), e.NewWarmer() },
+		func(r *Record, d *Decoded) {
+			Decode(dec, r, d)
+			wm.Warm(d)
+		}, e.Apply)
+}
+
+// pipeline runs src on a goroutine of its own, decoding each record into
+// a D there (start runs first, on that goroutine), and applies the decoded
+// records in order on the calling goroutine, handing them over in bounded
+// batches (pipelineDepth batches of pipelineBatchSize, recycled). It
+// returns the first error of either side (the other is stopped and waited
+// for).
+func pipeline[D any](ctx context.Context, src func(yield func(*Record) error) error, start func(),
+	decode func(*Record, *D), apply func(context.Context, *D) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	full := make(chan *pipelineBatch, pipelineDepth)
-	free := make(chan *pipelineBatch, pipelineDepth+1)
+	type batch struct {
+		recs []D
+		n    int
+	}
+	full := make(chan *batch, pipelineDepth)
+	free := make(chan *batch, pipelineDepth+1)
 	for i := 0; i < pipelineDepth+1; i++ {
-		free <- &pipelineBatch{recs: make([]Decoded, pipelineBatchSize)}
+		free <- &batch{recs: make([]D, pipelineBatchSize)}
 	}
 	errStopped := errors.New("stopped")
 	var srcErr error
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { // owned by Run: stopped by cancel, waited for below
+	go func() { // owned by pipeline: stopped by cancel, waited for below
 		defer wg.Done()
 		defer close(full)
-		dec := e.NewDecoder()
-		wm := e.NewWarmer()
-		defer wm.Close()
-		var b *pipelineBatch
+		start()
+		var b *batch
 		send := func() bool {
 			select {
 			case full <- b:
@@ -66,8 +86,7 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 					return errStopped
 				}
 			}
-			Decode(dec, r, &b.recs[b.n])
-			wm.Warm(&b.recs[b.n])
+			decode(r, &b.recs[b.n])
 			b.n++
 			if b.n == len(b.recs) && !send() {
 				return errStopped
@@ -82,7 +101,7 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 	for b := range full {
 		if applyErr == nil {
 			for i := 0; i < b.n; i++ {
-				if applyErr = e.Apply(ctx, &b.recs[i]); applyErr != nil {
+				if applyErr = apply(ctx, &b.recs[i]); applyErr != nil {
 					cancel()
 					break
 				}

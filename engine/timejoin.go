@@ -6,8 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"sync"
+	"sync/atomic"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
@@ -50,6 +49,9 @@ type TimeEngine struct {
 	pending int
 	stream  string
 	stats   TimeStats
+	// committedW is the watermark at the last commit (read by other
+	// goroutines: progress lines).
+	committedW atomic.Int64
 }
 
 // TimeStats is a snapshot of what a TimeEngine has done.
@@ -75,17 +77,9 @@ func OpenTime(cfg *config.Config, opts Options) (*TimeEngine, error) {
 	if !cfg.IsTimeJoin() {
 		return nil, errors.New("cdcjoin: the configuration has no time_join section")
 	}
-	var policy deadletter.Policy
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		if opts.DeadLetters == nil {
-			return nil, errors.New("cdcjoin: errors.policy is dlq but no dead-letter destination is set")
-		}
-		policy.Writer = opts.DeadLetters
-	}
-	if !opts.Resume && opts.FS == nil {
-		if entries, err := os.ReadDir(cfg.State.Dir); err == nil && len(entries) > 0 {
-			return nil, fmt.Errorf("cdcjoin: state directory %s is not empty: pass --resume to continue from it, or remove it to start over", cfg.State.Dir)
-		}
+	policy, err := openChecks(cfg, &opts)
+	if err != nil {
+		return nil, err
 	}
 	ts, err := job.TimeJoin(cfg)
 	if err != nil {
@@ -114,6 +108,7 @@ func OpenTime(cfg *config.Config, opts Options) (*TimeEngine, error) {
 		store.Close()
 		return nil, err
 	}
+	e.committedW.Store(e.join.Watermark())
 	return e, nil
 }
 
@@ -146,6 +141,10 @@ func (e *TimeEngine) load() error {
 // Stream returns the name of the state's output stream (stable for the
 // life of the state): the insert-only sinks deduplicate by (stream, seq).
 func (e *TimeEngine) Stream() string { return e.stream }
+
+// CommittedWatermark returns the join's watermark at the last commit.
+// Safe for concurrent use.
+func (e *TimeEngine) CommittedWatermark() int64 { return e.committedW.Load() }
 
 // Spec returns the compiled time join.
 func (e *TimeEngine) Spec() *job.TimeSpec { return e.ts }
@@ -301,6 +300,7 @@ func (e *TimeEngine) Commit(ctx context.Context) error {
 	}
 	e.stats.Commits++
 	e.stats.Emitted = e.join.Seq()
+	e.committedW.Store(e.join.Watermark())
 	e.pending = 0
 	e.txn = e.store.Begin()
 	return nil
@@ -325,85 +325,6 @@ func (e *TimeEngine) Run(ctx context.Context, src func(yield func(*Record) error
 	var dec *job.TimeDecoder
 	return pipeline(ctx, src, func() { dec = e.NewTimeDecoder() },
 		func(r *Record, d *TimeDecoded) { DecodeTime(dec, r, d) }, e.Apply)
-}
-
-// pipeline runs src on a goroutine of its own, decoding each record into
-// a D there (start runs first, on that goroutine), and applies the decoded
-// records in order on the calling goroutine, handing them over in bounded
-// batches (pipelineDepth batches of pipelineBatchSize, recycled). It
-// returns the first error of either side (the other is stopped and waited
-// for).
-func pipeline[D any](ctx context.Context, src func(yield func(*Record) error) error, start func(),
-	decode func(*Record, *D), apply func(context.Context, *D) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type batch struct {
-		recs []D
-		n    int
-	}
-	full := make(chan *batch, pipelineDepth)
-	free := make(chan *batch, pipelineDepth+1)
-	for i := 0; i < pipelineDepth+1; i++ {
-		free <- &batch{recs: make([]D, pipelineBatchSize)}
-	}
-	errStopped := errors.New("stopped")
-	var srcErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // owned by pipeline: stopped by cancel, waited for below
-		defer wg.Done()
-		defer close(full)
-		start()
-		var b *batch
-		send := func() bool {
-			select {
-			case full <- b:
-				b = nil
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		srcErr = src(func(r *Record) error {
-			if b == nil {
-				select {
-				case b = <-free:
-					b.n = 0
-				case <-ctx.Done():
-					return errStopped
-				}
-			}
-			decode(r, &b.recs[b.n])
-			b.n++
-			if b.n == len(b.recs) && !send() {
-				return errStopped
-			}
-			return nil
-		})
-		if srcErr == nil && b != nil && b.n > 0 {
-			send()
-		}
-	}()
-	var applyErr error
-	for b := range full {
-		if applyErr == nil {
-			for i := 0; i < b.n; i++ {
-				if applyErr = apply(ctx, &b.recs[i]); applyErr != nil {
-					cancel()
-					break
-				}
-			}
-		}
-		free <- b
-	}
-	wg.Wait()
-	if applyErr != nil {
-		return applyErr
-	}
-	if srcErr != nil && !errors.Is(srcErr, errStopped) {
-		return srcErr
-	}
-	return ctx.Err()
 }
 
 // OutputTypes returns the select list's column types declared in the

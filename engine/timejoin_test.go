@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"slices"
 	"strings"
 	"testing"
@@ -70,7 +72,14 @@ func (l *letters) DeadLetter(_ context.Context, x *deadletter.Letter) error {
 // every late record must be dead-lettered with reason late.
 func TestTimeOracle(t *testing.T) {
 	sd := uint64(rand.Int64())
-	t.Logf("seed %d", sd)
+	if v := os.Getenv("CDCJOIN_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd = n
+	}
+	t.Logf("seed %d (CDCJOIN_SEED=%d to reproduce)", sd, sd)
 	rounds := 6
 	if testing.Short() {
 		rounds = 2

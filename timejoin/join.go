@@ -646,15 +646,16 @@ func (j *Join) fireTemporal(st State, rest []byte, emit Emit) error {
 }
 
 // versionAt returns the newest version of pk with time ≤ t (ok false:
-// none). Its slices are copies.
+// none). Its slices are its own.
 func (j *Join) versionAt(st State, pk []byte, t int64) (v version, ok bool, err error) {
 	p := versionPrefix(nil, pk)
+	var last []byte // the scan's slices are valid only during its callback
 	err = st.Scan(p, timeBound(nil, p, t, true), func(_, val []byte) error {
-		ok = true
-		return v.parse(val)
+		ok, last = true, append(last[:0], val...)
+		return nil
 	})
 	if ok && err == nil {
-		v.jk, v.row = bytes.Clone(v.jk), bytes.Clone(v.row)
+		err = v.parse(last)
 	}
 	return v, ok, err
 }

@@ -165,28 +165,20 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 	default:
 		opts.Sink = sinks
 	}
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		if a.bad == "" {
-			return fmt.Errorf("cdcjoin replay: errors.policy is dlq: pass --bad-records FILE to receive bad records: %w", errUsage)
-		}
-		w, closeFn, err := outFile(a.bad, stdout)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeFn)
-		opts.DeadLetters = deadletter.NewJSONL(w)
+	dl, closeDL, err := badRecords(cfg, a, stdout)
+	if err != nil {
+		return err
 	}
-
-	var in io.Reader = os.Stdin
-	if a.input != "-" {
-		f, err := os.Open(a.input)
-		if err != nil {
-			return fmt.Errorf("cdcjoin: %w", err)
-		}
-		defer f.Close()
-		in = f
+	if dl != nil {
+		closers = append(closers, closeDL)
+		opts.DeadLetters = dl
 	}
-	eng, err := engine.Open(cfg, opts)
+	in, closeIn, err := openInput(a.input)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	eng, err = engine.Open(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -202,27 +194,8 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		fmt.Fprintf(stderr, "cdcjoin replay: %d batches after the state's last commit are held by ClickHouse already (a crash came between their INSERTs and their commit): applying them without inserting again\n", n)
 	}
 	start := time.Now()
-	lastReport := start
-	var n uint64
-	err = eng.Run(ctx, func(yield func(*engine.Record) error) error {
-		return engine.ReadJSONL(in, a.input, func(r *engine.Record) error {
-			if err := yield(r); err != nil {
-				return err
-			}
-			n++
-			if n&0xffff == 0 && !a.quiet && time.Since(lastReport) >= 2*time.Second {
-				lastReport = time.Now()
-				el := time.Since(start).Seconds()
-				fmt.Fprintf(stderr, "cdcjoin replay: %d records read, %.0f records/s\n", n, float64(n)/el)
-			}
-			return nil
-		})
-	})
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("cdcjoin: replay interrupted after %d records (committed work is kept; rerun with --resume): %w", n, err)
-	}
-	if err != nil {
-		// Keep the work of complete batches; the partial batch is discarded.
+	// Keep the work of complete batches after an error; the partial batch is discarded.
+	if err := readInput(ctx, in, a, stderr, eng.Run, func() string { return "" }); err != nil {
 		return err
 	}
 	if err := eng.Commit(ctx); err != nil {
@@ -260,6 +233,60 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		}
 	}
 	return nil
+}
+
+// badRecords opens --bad-records under errors.policy dlq (nil under stop).
+func badRecords(cfg *config.Config, a replayArgs, stdout io.Writer) (deadletter.Writer, func() error, error) {
+	if cfg.Errors.Policy != config.PolicyDLQ {
+		return nil, nil, nil
+	}
+	if a.bad == "" {
+		return nil, nil, fmt.Errorf("cdcjoin replay: errors.policy is dlq: pass --bad-records FILE to receive bad records: %w", errUsage)
+	}
+	w, closeFn, err := outFile(a.bad, stdout)
+	if err != nil {
+		return nil, nil, err
+	}
+	return deadletter.NewJSONL(w), closeFn, nil
+}
+
+// openInput opens --input (- is stdin).
+func openInput(path string) (io.Reader, func(), error) {
+	if path == "-" {
+		return os.Stdin, func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cdcjoin: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// readInput feeds the records of in to run (an engine's Run), printing a
+// progress line (with more's text) every few seconds unless --quiet.
+func readInput(ctx context.Context, in io.Reader, a replayArgs, stderr io.Writer,
+	run func(context.Context, func(yield func(*engine.Record) error) error) error, more func() string) error {
+	start := time.Now()
+	lastReport := start
+	var n uint64
+	err := run(ctx, func(yield func(*engine.Record) error) error {
+		return engine.ReadJSONL(in, a.input, func(r *engine.Record) error {
+			if err := yield(r); err != nil {
+				return err
+			}
+			n++
+			if n&0xffff == 0 && !a.quiet && time.Since(lastReport) >= 2*time.Second {
+				lastReport = time.Now()
+				el := time.Since(start).Seconds()
+				fmt.Fprintf(stderr, "cdcjoin replay: %d records read, %.0f records/s%s\n", n, float64(n)/el, more())
+			}
+			return nil
+		})
+	})
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("cdcjoin: replay interrupted after %d records (committed work is kept; rerun with --resume): %w", n, err)
+	}
+	return err
 }
 
 // startCPUProfile profiles the process until the returned stop is called.

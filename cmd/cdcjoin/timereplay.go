@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -72,27 +71,20 @@ func runTimeReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout
 	default:
 		opts.Sink = sinks
 	}
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		if a.bad == "" {
-			return fmt.Errorf("cdcjoin replay: errors.policy is dlq: pass --bad-records FILE to receive bad records (late ones included): %w", errUsage)
-		}
-		w, closeFn, err := outFile(a.bad, stdout)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeFn)
-		opts.DeadLetters = deadletter.NewJSONL(w)
+	dl, closeDL, err := badRecords(cfg, a, stdout)
+	if err != nil {
+		return err
 	}
-	var in io.Reader = os.Stdin
-	if a.input != "-" {
-		f, err := os.Open(a.input)
-		if err != nil {
-			return fmt.Errorf("cdcjoin: %w", err)
-		}
-		defer f.Close()
-		in = f
+	if dl != nil {
+		closers = append(closers, closeDL)
+		opts.DeadLetters = dl
 	}
-	eng, err := engine.OpenTime(cfg, opts)
+	in, closeIn, err := openInput(a.input)
+	if err != nil {
+		return err
+	}
+	defer closeIn()
+	eng, err = engine.OpenTime(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -102,25 +94,9 @@ func runTimeReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout
 		}
 	}()
 	start := time.Now()
-	lastReport := start
-	var n uint64
-	err = eng.Run(ctx, func(yield func(*engine.Record) error) error {
-		return engine.ReadJSONL(in, a.input, func(r *engine.Record) error {
-			if err := yield(r); err != nil {
-				return err
-			}
-			n++
-			if n&0xffff == 0 && !a.quiet && time.Since(lastReport) >= 2*time.Second {
-				lastReport = time.Now()
-				fmt.Fprintf(stderr, "cdcjoin replay: %d records read, %.0f records/s, watermark %s\n",
-					n, float64(n)/time.Since(start).Seconds(), deadletter.FormatTime(eng.Join().Watermark()))
-			}
-			return nil
-		})
+	err = readInput(ctx, in, a, stderr, eng.Run, func() string {
+		return ", watermark " + deadletter.FormatTime(eng.CommittedWatermark())
 	})
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("cdcjoin: replay interrupted after %d records (committed work is kept; rerun with --resume): %w", n, err)
-	}
 	if err != nil {
 		return err
 	}
