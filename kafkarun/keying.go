@@ -61,6 +61,7 @@ type keying struct {
 	txid string // the session's transactional id
 
 	dec     *job.Decoder
+	hdrs    []debezium.Header // headers of the record being decoded
 	keyer   *keyed.Keyer
 	policy  deadletter.Policy
 	ev      debezium.Event
@@ -87,10 +88,10 @@ type keying struct {
 	scratch []byte // for keyedSize
 }
 
-func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
+func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics, schemas debezium.SchemaSource) (*keying, error) {
 	k := &keying{
 		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
-		dec:    job.NewDecoder(cfg, spec),
+		dec:    job.NewDecoder(cfg, spec, schemas),
 		keyer:  keyed.NewKeyer(spec),
 		idx:    map[sourcePart]*joinstate.Store{},
 		txns:   map[sourcePart]*joinstate.Txn{},
@@ -251,6 +252,17 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	if rerr != nil {
 		return rerr
 	}
+	// Fetch the schemas of Avro/Protobuf records before the transaction
+	// begins too: a registry outage is waited out here, not inside a
+	// transaction that would time out.
+	fs.EachRecord(func(r *kgo.Record) {
+		if rerr == nil {
+			rerr = k.dec.Prefetch(r.Topic, r.Key, r.Value, k.headers(r))
+		}
+	})
+	if rerr != nil {
+		return rerr
+	}
 	if err := k.sess.Begin(); err != nil {
 		return fenced(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), &k.cfg.Kafka, k.txid)
 	}
@@ -352,8 +364,12 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 			return err
 		}
 	}
-	side, ok, err := k.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &k.ev)
+	side, ok, err := k.dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, k.headers(r), &k.ev)
 	if err != nil {
+		var se *debezium.SourceError
+		if errors.As(err, &se) {
+			return err // the schema registry failed, not the record
+		}
 		var de *debezium.DecodeError
 		kind := "decode"
 		if errors.As(err, &de) {
@@ -389,6 +405,19 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 		return fmt.Errorf("cdcjoin: keying: record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	return err
+}
+
+// headers returns r's headers for the decoder (nil without any), in a
+// buffer reused by the next call.
+func (k *keying) headers(r *kgo.Record) []debezium.Header {
+	if len(r.Headers) == 0 {
+		return nil
+	}
+	k.hdrs = k.hdrs[:0]
+	for _, h := range r.Headers {
+		k.hdrs = append(k.hdrs, debezium.Header{Key: h.Key, Value: h.Value})
+	}
+	return k.hdrs
 }
 
 // keyedLimit returns the smaller max.message.bytes of the keyed topic and
