@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hamba/avro/v2"
+
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -314,4 +316,93 @@ func TestAvroDecodeAllocs(t *testing.T) {
 		t.Errorf("%.2f allocations per record", n)
 	}
 	_ = row.Null
+}
+
+// captureRecord returns the first record of table with op in a capture file.
+func captureRecord(t testing.TB, file, table string, op string) (key, value []byte, headers []Header) {
+	for _, c := range readCaptured(t, file) {
+		if tableOf(c.Topic) != table || c.ValueB64 == nil {
+			continue
+		}
+		v := c.bytes(c.ValueB64)
+		if !strings.Contains(string(v), `"op":"`+op+`"`) && !avroOp(v, op) {
+			continue
+		}
+		return c.bytes(c.KeyB64), v, c.headers()
+	}
+	t.Fatalf("%s: no %s record with op %s", file, table, op)
+	return nil, nil, nil
+}
+
+// avroOp reports whether an Avro value (any wire format) holds op: its
+// op string ("\x02" + op, Avro's length 1) is in the body.
+func avroOp(v []byte, op string) bool {
+	return len(v) > 0 && v[0] == 0 && strings.Contains(string(v), "\x02"+op+"\x02")
+}
+
+// BenchmarkDecodeFormats decodes the same rows (Debezium 3.6's records of
+// one change, captured through JsonConverter with schemas and through
+// Apicurio's AvroConverter) in both formats: a users update (full before
+// image, 8 columns, 3 projected), and the type table's insert (23 columns,
+// all projected).
+func BenchmarkDecodeFormats(b *testing.B) {
+	dir := "testdata/avro"
+	src := loadSchemas(b, filepath.Join(dir, "confluent.schemas.json"))
+	cases := []struct {
+		name, table, op string
+		cols            []string
+	}{
+		{"users-update-3cols", "users", "u", []string{"id", "firstname", "balance"}},
+		{"types-insert-23cols", "type_parents", "c", avroColumns["type_parents"]},
+	}
+	for _, c := range cases {
+		for _, f := range []struct {
+			name   string
+			file   string
+			format Format
+		}{{"json", "json.jsonl", FormatJSON}, {"avro", "confluent.jsonl", FormatAvro}} {
+			b.Run(c.name+"/"+f.name, func(b *testing.B) {
+				key, value, hs := captureRecord(b, filepath.Join(dir, f.file), c.table, c.op)
+				d := NewDecoder(c.cols, Options{Format: f.format, Schemas: src, KeyColumns: 1})
+				var ev Event
+				if ok, err := d.DecodeRecord(key, value, hs, &ev); !ok || err != nil {
+					b.Fatalf("decode: ok=%v err=%v", ok, err)
+				}
+				b.SetBytes(int64(len(key) + len(value)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					d.DecodeRecord(key, value, hs, &ev)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeHamba decodes the same Avro records with
+// github.com/hamba/avro/v2 into generic values (map[string]any: what a
+// config-driven projection would use), for comparison with the
+// projection decoder (BenchmarkDecodeFormats/*/avro).
+func BenchmarkDecodeHamba(b *testing.B) {
+	dir := "testdata/avro"
+	src := loadSchemas(b, filepath.Join(dir, "confluent.schemas.json"))
+	for _, c := range []struct{ name, table, op string }{{"users-update", "users", "u"}, {"types-insert", "type_parents", "c"}} {
+		b.Run(c.name, func(b *testing.B) {
+			_, value, _ := captureRecord(b, filepath.Join(dir, "confluent.jsonl"), c.table, c.op)
+			id, payload, _ := SchemaOf(value, nil, "value")
+			s, _ := src.Schema(id)
+			schema, err := avro.ParseWithCache(s.Text, "", &avro.SchemaCache{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var m map[string]any
+				if err := avro.Unmarshal(schema, payload, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
