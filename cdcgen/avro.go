@@ -24,6 +24,10 @@ import (
 // decode, and join, identically. It is also the registry: a
 // debezium.SchemaSource of the ids it assigned. Safe for concurrent use.
 type AvroEncoder struct {
+	// Register, if set, registers each new schema (Avro JSON text) in a
+	// real registry and returns the id it gave; by default ids count from 1.
+	Register func(schema string) (int64, error)
+
 	mu    sync.Mutex
 	ids   map[string]int64 // Avro schema text -> id
 	texts map[int64]string
@@ -97,6 +101,12 @@ func (e *AvroEncoder) Encode(b []byte) ([]byte, error) {
 		id, ok := e.ids[string(text)]
 		if !ok {
 			id = int64(len(e.ids) + 1)
+			if e.Register != nil {
+				if id, err = e.Register(string(text)); err != nil {
+					e.mu.Unlock()
+					return nil, fmt.Errorf("register schema: %w", err)
+				}
+			}
 			e.ids[string(text)], e.texts[id] = id, string(text)
 		}
 		c = &avroConv{schema: &s, id: id}
