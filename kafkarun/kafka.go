@@ -243,7 +243,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err)
+		return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err))
 	}
 	start, _ := starts.Lookup(topic, p)
 	first := max(start.Offset, from)
@@ -258,7 +258,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err)
+		return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err))
 	}
 	defer cl.Close()
 	next := first
@@ -276,7 +276,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 			}
 		})
 		if ferr != nil {
-			return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, ferr)
+			return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, ferr))
 		}
 		got := false
 		var rerr error
@@ -311,7 +311,7 @@ func partitionEnd(ctx context.Context, adm *kadm.Client, topic string, p int32) 
 		err = ends.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("cdcjoin: restore %s/%d: list offsets: %w", topic, p, err)
+		return 0, kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: list offsets: %w", topic, p, err))
 	}
 	o, ok := ends.Lookup(topic, p)
 	if !ok {
