@@ -15,8 +15,6 @@ package registry
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +22,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,7 +98,7 @@ func New(cfg *config.SchemaRegistry, opts Options) (*Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if t := cfg.TLS; t != (config.RegistryTLS{}) {
-		tc, err := tlsConfig(&t)
+		tc, err := t.ClientConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -150,29 +147,6 @@ func endpoints(u string) (compat, native string) {
 		return u[:i] + "/apis/ccompat/v7", u
 	}
 	return u, u + "/apis/registry/v3"
-}
-
-func tlsConfig(t *config.RegistryTLS) (*tls.Config, error) {
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("cdcjoin: schema_registry.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("cdcjoin: schema_registry.tls.ca_file %s: no PEM certificates", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cdcjoin: schema_registry.tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // Close ends the client: fetches waiting for the registry return an
