@@ -9,7 +9,7 @@
 //     NULL; OR is TRUE if any operand is TRUE, else NULL if any is NULL;
 //     NOT NULL is NULL. A filter keeps a row only when its condition is
 //     TRUE (IsTrue). `x IN (a, b)` is `x = a OR x = b`, so `NULL IN (…)`
-//     and `1 IN (2, NULL)` are NULL; `''` and `'NULL'` are strings, not
+//     and `1 IN (2, NULL)` are NULL; `”` and `'NULL'` are strings, not
 //     NULL.
 //   - Comparisons: integers, decimals and floats compare numerically
 //     across kinds (an integer or decimal against a float is compared as

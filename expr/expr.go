@@ -30,9 +30,9 @@ func IsTrue(e Expr, r []row.Value) (bool, error) {
 }
 
 var (
-	null      = row.Value{}
-	trueVal   = row.Bool(true)
-	falseVal  = row.Bool(false)
+	null       = row.Value{}
+	trueVal    = row.Bool(true)
+	falseVal   = row.Bool(false)
 	errNotBool = "argument of %s must be type boolean, not %s"
 )
 

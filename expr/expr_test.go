@@ -9,7 +9,7 @@ import (
 func col(i int) *Col { return &Col{Index: i, Name: string(rune('a' + i))} }
 
 // The rows: a=1 (int), b=NULL, c='TXT', d=12.50 (numeric), e=1.5 (float),
-// f='' , g='NULL', h=date 2024-01-02, i=timestamp 2024-01-02T03:04:05Z.
+// f=” , g='NULL', h=date 2024-01-02, i=timestamp 2024-01-02T03:04:05Z.
 var testRow = []row.Value{
 	row.Int(1), row.Null(), row.String("TXT"), row.Decimal("12.50"), row.Float(1.5),
 	row.String(""), row.String("NULL"), row.Date(19724), row.Timestamp(1704164645000000),
@@ -79,7 +79,7 @@ func TestEval(t *testing.T) {
 
 func TestEvalErrors(t *testing.T) {
 	for _, e := range []Expr{
-		&Cmp{Op: Eq, L: col(2), R: col(0)},                                       // text = integer
+		&Cmp{Op: Eq, L: col(2), R: col(0)},                                              // text = integer
 		&Arith{Op: '+', L: &Const{V: row.Int(1 << 62)}, R: &Const{V: row.Int(1 << 62)}}, // overflow
 		&Arith{Op: '/', L: col(0), R: &Const{V: row.Int(0)}},
 		&Like{X: col(2), Pattern: &Lit{Text: `ab\`}},
