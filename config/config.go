@@ -15,7 +15,7 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/cdcjoin/cdcjoin/row"
 )
@@ -266,6 +266,8 @@ func Load(path string) (*Config, error) {
 var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
 // Parse parses and validates a configuration; name is used in messages.
+// ${NAME} in a string value is the environment variable NAME (see
+// expandEnv).
 // The error, if any, is a *Problems listing every problem found.
 func Parse(data []byte, name string) (*Config, error) {
 	c := &Config{}
@@ -280,6 +282,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
 		probs.Items = append(probs.Items, yamlProblems(err)...)
+	} else if expandEnv(&root, os.LookupEnv, probs) {
+		// The fields were checked above; decode again with ${NAME} expanded.
+		c = &Config{}
+		if err := root.Decode(c); err != nil {
+			probs.Items = append(probs.Items, yamlProblems(err)...)
+		}
 	}
 	c.root = &root
 	c.EnsureDefaults()

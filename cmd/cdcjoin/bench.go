@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +64,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		compare := fs.Bool("storm-compare", false, "run the storm once per hot-key variant, side by side (engine: without and with fair fan-out; kafka: also with salting)")
 		rounds := fs.Int("storm-rounds", 1, "with --storm-compare: alternate the variants this many times (the report shows medians)")
 		instances := fs.Int("instances", 1, "instances of the runtime (kafka), each with its own state and sink")
-		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64; 8 with --sweep)")
+		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64, for single runs and sweeps alike)")
 		batchEv := fs.Int("batch-events", 1000, "events per state commit")
 		sync := fs.Bool("sync", true, "fsync every state commit")
 		noRebuild := fs.Bool("no-rebuild", false, "skip the rebuild phase (engine: rebuilding a keyed partition's state from the compacted keyed topic)")
@@ -78,7 +76,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		keep := fs.Bool("keep-state", false, "keep the pebble state directories")
 		note := fs.String("machine-note", "", "free text describing the machine (shared cores, load, disk)")
 		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file`")
+		cpuProfile := fs.String("cpuprofile", "", "write the CPU profile of the run to `file` (a sweep: one per point, `file`.<rows>)")
 		peer := fs.String("peer", "", "compare with peer systems on one workload: flink (needs a JDK 17+ and Maven), dbsp (needs cargo), or both: flink,dbsp")
 		peerRounds := fs.Int("peer-rounds", 2, "interleaved rounds of cdcjoin and each peer (--peer)")
 		peerCheck := fs.Bool("peer-check", true, "check each peer's final join against cdcjoin's first (--peer)")
@@ -163,18 +161,14 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 			}
 			return nil
 		}
-		if *cpuProfile != "" {
-			f, err := os.Create(*cpuProfile)
-			if err != nil {
-				return fmt.Errorf("cdcjoin: %w", err)
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return fmt.Errorf("cdcjoin: cpu profile: %w", err)
-			}
-			defer pprof.StopCPUProfile()
-		}
 		if *peer != "" {
+			if *cpuProfile != "" {
+				stop, err := startCPUProfile(*cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			// The peers keep no durable state here (Flink takes no checkpoints,
 			// DBSP none either): compare with cdcjoin's replay default (no
 			// fsync) unless --sync was given.
@@ -192,6 +186,9 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 			}
 			return err
 		}
+		// Every point is profiled for the stage figures; the profile is
+		// written where --cpuprofile says.
+		o.CPUProfile = *cpuProfile
 		rep, err := bench.Run(ctx, o)
 		if rep != nil && len(rep.Points) > 0 {
 			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "report.json"), filepath.Join(*out, "REPORT.md"))
