@@ -95,18 +95,8 @@ func kstreams(args []string) error {
 			return errors.New("did not stop within 2 minutes of SIGTERM")
 		}
 	}
-	deadline := time.Now().Add(*timeout)
-	for !ksCaughtUp(ctx, adm, app, *users, *domains) {
-		select {
-		case err := <-waited:
-			return fmt.Errorf("kstreams: the peer exited early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return errors.New("kstreams: timed out")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitFor(waited, *timeout, func() { stop() }, func() bool { return ksCaughtUp(ctx, adm, app, *users, *domains) }); err != nil {
+		return fmt.Errorf("kstreams: the peer: %w", err)
 	}
 	wall := time.Since(start).Seconds()
 	pCPU := procCPU(cmd.Process.Pid)

@@ -205,18 +205,8 @@ func run(args []string) error {
 		u := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		return tv(u.Utime) + tv(u.Stime), err
 	}
-	deadline := time.Now().Add(*timeout)
-	for !caughtUp(ctx, adm, cfg) {
-		select {
-		case err := <-waited:
-			return fmt.Errorf("cdcjoin run exited early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return errors.New("timed out")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitFor(waited, *timeout, func() { stop() }, func() bool { return caughtUp(ctx, adm, cfg) }); err != nil {
+		return fmt.Errorf("cdcjoin run: %w", err)
 	}
 	wall := time.Since(start).Seconds()
 	bCPU := procCPU(*brokerPid) - bCPU0
@@ -303,6 +293,25 @@ func caughtUp(ctx context.Context, adm *kadm.Client, cfg *config.Config) bool {
 		}
 	}
 	return true
+}
+
+// waitFor polls done every 100 ms until it holds; it fails when the
+// process (waited) exits first, or after timeout (then stop stops it).
+func waitFor(waited <-chan error, timeout time.Duration, stop func(), done func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		select {
+		case err := <-waited:
+			return fmt.Errorf("exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return errors.New("timed out")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
