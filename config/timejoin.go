@@ -76,10 +76,12 @@ type TimeSide struct {
 	Format string `yaml:"format"`
 }
 
-// Time-join side formats.
+// Time-join side formats (TimeSide.Format). Not the record formats of
+// Config.Format: a time-join side's "json" is a plain JSON event, not
+// Kafka Connect's JsonConverter (that is "debezium").
 const (
-	FormatDebezium = "debezium"
-	FormatJSON     = "json"
+	TimeFormatDebezium = "debezium"
+	TimeFormatPlain    = "json"
 )
 
 // Time-join kinds.
@@ -109,7 +111,7 @@ func (c *Config) IsTimeJoin() bool { return c.TimeJoin != nil }
 func (t *TimeJoin) defaults(c *Config) {
 	for _, s := range []*TimeSide{&t.Left, &t.Right} {
 		if s.Format == "" {
-			s.Format = FormatDebezium
+			s.Format = TimeFormatDebezium
 		}
 	}
 	if t.Kind == KindInterval && t.Lower == nil {
@@ -159,7 +161,7 @@ func (c *Config) validateTimeJoin(p *Problems) {
 		case s.side.Time == "":
 			c.add(p, fmt.Sprintf("time_join.%s.time is required (the event-time column, or source.ts_ms)", s.name), path...)
 		case s.side.Time == TimeSource:
-			if s.side.Format == FormatJSON {
+			if s.side.Format == TimeFormatPlain {
 				c.add(p, fmt.Sprintf("time_join.%s.time source.ts_ms needs Debezium envelopes (format debezium)", s.name), append(path, "time")...)
 			}
 		case !identRE.MatchString(s.side.Time):
@@ -174,10 +176,13 @@ func (c *Config) validateTimeJoin(p *Problems) {
 			}
 		}
 		switch s.side.Format {
-		case FormatDebezium, FormatJSON:
+		case TimeFormatDebezium, TimeFormatPlain:
 		default:
 			c.add(p, fmt.Sprintf("time_join.%s.format %q: use debezium or json", s.name, s.side.Format), append(path, "format")...)
 		}
+	}
+	if c.Format != "" && c.Format != FormatJSON {
+		c.add(p, fmt.Sprintf("format %s: a time join reads JSON records (Debezium envelopes through JsonConverter, or plain JSON events: time_join.<side>.format)", c.Format), "format")
 	}
 	if len(t.Left.Key) > 0 && len(t.Right.Key) > 0 && len(t.Left.Key) != len(t.Right.Key) {
 		c.add(p, fmt.Sprintf("time_join: left.key has %d column(s), right.key %d; they are matched one to one", len(t.Left.Key), len(t.Right.Key)), "time_join", "right", "key")
@@ -205,7 +210,7 @@ func (c *Config) validateTimeJoin(p *Problems) {
 			c.add(p, "time_join.window: size and slide are whole microseconds", "time_join", "window")
 		}
 	case KindTemporal:
-		if t.Right.Format == FormatJSON {
+		if t.Right.Format == TimeFormatPlain {
 			c.add(p, "time_join.right of a temporal join is a CDC table: format debezium", "time_join", "right", "format")
 		}
 	}

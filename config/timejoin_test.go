@@ -7,7 +7,6 @@ import (
 	"time"
 )
 
-
 // adClicks is the job, verbatim (testdata/timejoin/ad_clicks.yaml).
 func adClicksJob(t *testing.T) string {
 	data, err := os.ReadFile("../testdata/timejoin/ad_clicks.yaml")
@@ -28,7 +27,7 @@ func TestTimeJoinContract(t *testing.T) {
 		tj.OutOfOrderness != 10*time.Second || tj.IdleTimeout != time.Minute || tj.AllowedLateness != 0 {
 		t.Fatalf("parsed %+v", tj)
 	}
-	if tj.Left.Format != FormatDebezium || tj.Left.Time != "impression_time" || strings.Join(tj.Right.Key, ",") != "ad_id,user_id" {
+	if tj.Left.Format != TimeFormatDebezium || tj.Left.Time != "impression_time" || strings.Join(tj.Right.Key, ",") != "ad_id,user_id" {
 		t.Errorf("sides %+v %+v", tj.Left, tj.Right)
 	}
 	if got := strings.Join(c.OutputNames(), ","); got != "impression_id,ad_id,user_id,click_id,click_time" {

@@ -49,6 +49,13 @@ type Options struct {
 	// declared types (or inferred); a projected column it lacks is NULL.
 	// null and empty values are tombstones, as in envelopes.
 	Plain bool
+	// Format is the records' encoding (default FormatJSON). Avro and
+	// Protobuf records name their schema by a registry id (SchemaOf),
+	// resolved through Schemas.
+	Format Format
+	// Schemas resolves the schema ids of Avro and Protobuf records. A
+	// decoder asks it once per id and caches what it compiled.
+	Schemas SchemaSource
 }
 
 // Decoder decodes Debezium change events in Kafka Connect JsonConverter
@@ -81,6 +88,9 @@ type Decoder struct {
 	depth     int      // array nesting level of the value being decoded
 	transient bool     // str may return views (array elements, copied at once)
 
+	avro  avroSchemas // compiled Avro schemas by id
+	proto protoSchemas
+	jbuf  []byte // JSON text of Avro/Protobuf structs and maps
 	kbuf  []byte // unescaped object keys
 	sbuf  []byte // unescaped string values
 	bbuf  []byte // base64-decoded bytes
@@ -170,6 +180,17 @@ func cloneType(t row.ColumnType) row.ColumnType {
 // offending field, e.g. "payload.after.user_id" or "key.id". Decode never
 // panics on any input.
 func (d *Decoder) Decode(key, value []byte, ev *Event) (ok bool, err error) {
+	return d.DecodeRecord(key, value, nil, ev)
+}
+
+// DecodeRecord is Decode for a record with headers (Apicurio's
+// serializers may carry the schema ids there). With Options.Format avro or
+// protobuf, a tombstone is a nil or empty value; a key or value in another
+// form than the Schema Registry wire format, a schema id the registry does
+// not have (ErrUnknownSchema, naming the id) and a body that does not
+// decode with its schema are bad records (*DecodeError); a failure of the
+// SchemaSource itself is a *SourceError, not a bad record.
+func (d *Decoder) DecodeRecord(key, value []byte, headers []Header, ev *Event) (ok bool, err error) {
 	n := len(d.cols)
 	ev.Op, ev.Types, ev.Source, ev.TsMs = 0, nil, Source{}, 0
 	resetRow(&ev.Before, n)
@@ -185,6 +206,9 @@ func (d *Decoder) Decode(key, value []byte, ev *Event) (ok bool, err error) {
 	}
 	if d.declErr != nil {
 		return false, d.declErr
+	}
+	if d.opts.Format != FormatJSON {
+		return d.decodeRegistry(key, value, headers, ev)
 	}
 	tomb, de := d.decodeValue(value, ev)
 	if de != nil {

@@ -162,8 +162,8 @@ func NewTimeDecoder(cfg *config.Config, ts *TimeSpec) *TimeDecoder {
 		if i == 1 {
 			side = row.Child
 		}
-		o := DecoderOptions(cfg, side, ts.Columns[i])
-		o.Plain = s.Format == config.FormatJSON
+		o := DecoderOptions(cfg, side, ts.Columns[i], nil)
+		o.Plain = s.Format == config.TimeFormatPlain
 		d.dec[i] = debezium.NewDecoder(ts.Columns[i], o)
 		d.topics[i] = s.Topic
 	}
