@@ -52,6 +52,8 @@ type TimeEngine struct {
 	// committedW is the watermark at the last commit (read by other
 	// goroutines: progress lines).
 	committedW atomic.Int64
+	// afterCommit, if set, runs after each commit (SetAfterCommit).
+	afterCommit func()
 }
 
 // TimeStats is a snapshot of what a TimeEngine has done.
@@ -303,7 +305,23 @@ func (e *TimeEngine) Commit(ctx context.Context) error {
 	e.committedW.Store(e.join.Watermark())
 	e.pending = 0
 	e.txn = e.store.Begin()
+	if e.afterCommit != nil {
+		e.afterCommit()
+	}
 	return nil
+}
+
+// SetAfterCommit makes fn run after each commit, on the goroutine
+// applying records (the bench samples the state there).
+func (e *TimeEngine) SetAfterCommit(fn func()) { e.afterCommit = fn }
+
+// StateScan calls fn for every entry of the join's state as the open
+// transaction sees it (right after a commit: the committed state).
+func (e *TimeEngine) StateScan(fn func(key, value []byte)) error {
+	return e.txn.Space().Scan(nil, nil, func(k, v []byte) error {
+		fn(k, v)
+		return nil
+	})
 }
 
 // Close discards uncommitted work (call Commit first to keep it) and

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
+
+	"github.com/RaduBerinde/btreemap"
 
 	"github.com/cdcjoin/cdcjoin/row"
 )
@@ -84,6 +87,10 @@ type Options struct {
 	// IdleByDriver: partitions are idle only when the driver says so
 	// (SetIdle; `run`, where idleness is wall time), not by event time.
 	IdleByDriver bool
+	// MemoryBytes bounds the in-memory mirror of the state that the Join
+	// reads instead of the storage (memory.go): 0 means no bound; past the
+	// bound, or with MemoryBytes < 0, reads go to the state.
+	MemoryBytes int
 }
 
 // Stats counts what a Join did since New; the caller reads it.
@@ -108,7 +115,8 @@ type Join struct {
 	wm      Watermarks
 	seq     uint64 // output rows emitted so far (the last one's Version)
 	changes uint64 // temporal right changes applied (version tie-break)
-	next    int64  // the earliest pending timer's fire time (MaxTime: none)
+	timers  *btreemap.BTreeMap[string, struct{}]
+	mem     *mirror // nil: reads go to the state
 	loaded  bool
 
 	change     row.Change
@@ -121,7 +129,7 @@ type Join struct {
 
 // New returns a Join for spec (which must be valid). Call Load before use.
 func New(spec *Spec, opts Options) *Join {
-	j := &Join{spec: spec, opts: opts, next: MaxTime}
+	j := &Join{spec: spec, opts: opts, timers: newQueue()}
 	j.wm = newWatermarks(spec.OutOfOrderness, j.idleTimeout())
 	j.change.Op = row.Insert
 	return j
@@ -137,12 +145,13 @@ func (j *Join) idleTimeout() int64 {
 // Spec returns the join's spec.
 func (j *Join) Spec() *Spec { return j.spec }
 
-// Load reads the watermarks, counters and the next timer from st (a new
-// state has none). Call it before the first Apply and after an aborted
-// transaction.
+// Load reads the watermarks and counters from st (a new state has none)
+// and rebuilds the timer queue and the mirror from the rest: a scan of the
+// whole state, which holds the rows inside the bound. Call it before the
+// first Apply and after an aborted transaction.
 func (j *Join) Load(st State) error {
 	j.wm = newWatermarks(j.spec.OutOfOrderness, j.idleTimeout())
-	j.seq, j.changes, j.next = 0, 0, MaxTime
+	j.seq, j.changes, j.timers, j.mem = 0, 0, newQueue(), nil
 	if v, ok, err := st.Get(metaWatermarks); err != nil {
 		return err
 	} else if ok {
@@ -159,18 +168,75 @@ func (j *Join) Load(st State) error {
 		j.seq, j.changes = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
 	}
 	j.wm.dirty = false
-	err := st.Scan([]byte{kTimer}, []byte{kTimer + 1}, func(k, _ []byte) error {
-		if len(k) < 10 {
-			return fmt.Errorf("%w: timer key", errCorrupt)
+	if j.opts.MemoryBytes >= 0 {
+		j.mem = newMirror()
+	}
+	e := j.effective()
+	err := st.Scan(nil, nil, func(k, v []byte) error {
+		if j.mem != nil {
+			if j.mem.put(k, v); j.opts.MemoryBytes > 0 && j.mem.bytes > j.opts.MemoryBytes {
+				j.mem = nil
+			}
 		}
-		j.next = readTime(k[1:])
-		return errStop
+		return j.timersOf(k, v, e)
 	})
-	if err != nil && !errors.Is(err, errStop) {
+	if err != nil {
 		return err
 	}
 	j.loaded = true
 	return nil
+}
+
+// timersOf puts the timers that entry (k, v) of the state implies and
+// that are not due at E = e (those fired before the state was saved).
+func (j *Join) timersOf(k, v []byte, e int64) error {
+	if e == MaxTime || len(k) == 0 {
+		return nil
+	}
+	put := func(fire int64, rest []byte) {
+		if fire >= e {
+			j.putTimer(nil, fire, rest)
+		}
+	}
+	switch k[0] {
+	case kRow:
+		side, jk, t, _, err := parseRowKey(k[1:])
+		if err != nil || len(v) < 1 {
+			return fmt.Errorf("%w: row", errCorrupt)
+		}
+		switch j.spec.Kind {
+		case Interval:
+			b := j.spec.bound(side, t)
+			if !j.spec.Join.keeps(side) || v[0]&fOuterDone != 0 {
+				b = max(b, t)
+			}
+			put(b, k[1:])
+		case Temporal:
+			put(t, k[1:])
+		case Window:
+			for s := windowStart(t, j.spec.Slide); addTime(s, j.spec.Size) > t; s -= j.spec.Slide {
+				put(addTime(s, j.spec.Size)-1, append([]byte{tWindow}, jk...))
+				if s == MinTime {
+					break
+				}
+			}
+		}
+	case kVersion:
+		pk, rest, err := readBytes(k[1:])
+		if err != nil || len(rest) != 16 {
+			return fmt.Errorf("%w: version key", errCorrupt)
+		}
+		put(readTime(rest), append([]byte{tVersion}, pk...))
+	}
+	return nil
+}
+
+// state is what the Join reads and writes: the mirror over st, or st.
+func (j *Join) state(st State) State {
+	if j.mem != nil {
+		return cached{j.mem, st}
+	}
+	return st
 }
 
 // Save writes the watermarks and counters to st (call before committing
@@ -216,6 +282,7 @@ func (j *Join) Apply(st State, r *Record, emit Emit) (Result, error) {
 		return Result{}, errors.New("cdcjoin: time join: Apply before Load")
 	}
 	j.Stats.Records++
+	st = j.state(st)
 	res := Result{Verdict: Applied, Watermark: j.wm.w}
 	if r.Time < j.effective() {
 		res.Verdict = Late
@@ -240,8 +307,16 @@ func (j *Join) Apply(st State, r *Record, emit Emit) (Result, error) {
 		}
 	}
 	j.wm.observe(Source{r.Side, r.Partition}, r.Time)
-	return res, j.fire(st, emit)
+	err := j.fire(st, emit)
+	if j.mem != nil && j.opts.MemoryBytes > 0 && j.mem.bytes > j.opts.MemoryBytes {
+		j.mem = nil // outgrew its bound: read the state from now on
+	}
+	return res, err
 }
+
+// Mirrored reports whether the Join reads its in-memory mirror of the
+// state (it fits Options.MemoryBytes) rather than the state.
+func (j *Join) Mirrored() bool { return j.mem != nil }
 
 func opName(o Op) string {
 	switch o {
@@ -262,14 +337,14 @@ func (j *Join) Declare(src Source) { j.wm.declare(src) }
 // watermark from upstream), makes it active and fires what E passed.
 func (j *Join) Advance(st State, src Source, t int64, emit Emit) error {
 	j.wm.observe(src, t)
-	return j.fire(st, emit)
+	return j.fire(j.state(st), emit)
 }
 
 // SetIdle marks src idle or active (the driver's decision; a record makes
 // it active too) and fires what E passed.
 func (j *Join) SetIdle(st State, src Source, idle bool, emit Emit) error {
 	j.wm.setIdle(src, idle)
-	return j.fire(st, emit)
+	return j.fire(j.state(st), emit)
 }
 
 // EndOfInput moves W to +∞ for good and fires every timer: outer rows,
@@ -277,8 +352,7 @@ func (j *Join) SetIdle(st State, src Source, idle bool, emit Emit) error {
 // all late.
 func (j *Join) EndOfInput(st State, emit Emit) error {
 	j.wm.endOfInput()
-	j.next = MinTime // scan everything, timers at +∞ too
-	return j.fire(st, emit)
+	return j.fire(j.state(st), emit)
 }
 
 // applyRow stores a row of an append-only side (interval, window, temporal
@@ -330,14 +404,13 @@ func (j *Join) applyRow(st State, r *Record, emit Emit) (dup bool, err error) {
 	}
 }
 
-// putTimer stores the timer (fire, rest) and lowers next.
-func (j *Join) putTimer(st State, fire int64, rest []byte) error {
+// putTimer queues the timer (fire, rest) (st is unused: timers live in
+// memory and are rebuilt by Load).
+func (j *Join) putTimer(_ State, fire int64, rest []byte) error {
 	k := append(appendTime(append(j.key2[:0], kTimer), fire), rest...)
 	j.key2 = k
-	if fire < j.next {
-		j.next = fire
-	}
-	return st.Put(k, nil)
+	j.timers.ReplaceOrInsert(string(k), struct{}{})
+	return nil
 }
 
 // lookup emits the interval join's pairs of r with the other side's rows
@@ -414,35 +487,26 @@ func (j *Join) emitRow(left, right []row.Value, ws, we int64, emit Emit) error {
 	return emit(&j.change)
 }
 
-// fire runs the timers E has passed, in fire-time order, until none is
-// left below E (a timer may schedule another).
+// fire runs the timers E has passed, in (fire time, key) order, until
+// none is left below E (a timer may queue another).
 func (j *Join) fire(st State, emit Emit) error {
 	e := j.effective()
-	for j.next < e {
-		lo := appendTime([]byte{kTimer}, j.next)
-		j.next = MaxTime // lowered again by timers put while firing, and by the first one left
-		err := st.Scan(lo, []byte{kTimer + 1}, func(k, _ []byte) error {
-			if len(k) < 10 {
-				return fmt.Errorf("%w: timer key", errCorrupt)
-			}
-			f := readTime(k[1:])
-			if f >= e && !(j.wm.end && f == MaxTime) {
-				if f < j.next {
-					j.next = f
-				}
-				return errStop
-			}
-			j.Stats.Timers++
-			if err := st.Delete(k); err != nil {
-				return err
-			}
-			return j.timer(st, f, e, k[9:], emit)
-		})
-		if err != nil && !errors.Is(err, errStop) {
+	for {
+		k, _, ok := j.timers.Min()
+		if !ok {
+			return nil
+		}
+		kb := unsafe.Slice(unsafe.StringData(k), len(k)) // read only; k stays alive
+		f := readTime(kb[1:9])
+		if f >= e && !(j.wm.end && f == MaxTime) {
+			return nil
+		}
+		j.timers.Delete(k)
+		j.Stats.Timers++
+		if err := j.timer(st, f, e, kb[9:], emit); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // timer runs one timer (its key after the fire time: kind byte, then the

@@ -12,11 +12,15 @@ import (
 //	'r' side len(jk) jk time pk          → flags, row           a row of an interval or window join, a temporal left row
 //	'v' len(pk) pk time seq              → 0x00 | 0x01 len(jk) jk row   a temporal right version (0x00: deleted)
 //	'k' len(jk) jk pk                    → ()                    the temporal right pk has a version under jk
-//	't' fire side len(jk) jk time pk     → ()                    a row's timer: 'r' + key[9:] is the row
-//	't' fire 'W' jk                      → ()                    the window of jk ending at fire+1 closes
-//	't' fire 'V' pk                      → ()                    versions of pk below E are retired
 //	'm' 'w'                              → Watermarks
 //	'm' 'c'                              → counters: rows emitted (seq), right changes applied
+//
+// Timers are not in the state but in the Join's memory (memory.go), keyed
+// like this and rebuilt by Load from the rows, versions and watermarks:
+//
+//	't' fire side len(jk) jk time pk     a row's timer: 'r' + key[9:] is the row
+//	't' fire 'W' jk                      the window of jk ending at fire+1 closes
+//	't' fire 'V' pk                      versions of pk below fire+1 are retired
 //
 // A timer fires when E > fire. Per key, a side's rows are ordered by
 // time, so an interval lookup is one range scan and the timers are a queue

@@ -348,7 +348,8 @@ func TestOracle(t *testing.T) {
 				s.Size = 1 + rng.Int64N(12)
 				s.Slide = 1 + rng.Int64N(s.Size)
 				recs := history(rng, kind, 300, s.OutOfOrderness)
-				c := runConf{end: rng.IntN(2) == 0, commitEvery: 1 + rng.IntN(20), crashes: map[int]bool{}}
+				c := runConf{end: rng.IntN(2) == 0, commitEvery: 1 + rng.IntN(20), crashes: map[int]bool{},
+					opts: Options{MemoryBytes: []int{0, -1, 3000}[rng.IntN(3)]}}
 				for i := 0; i < 3; i++ {
 					c.crashes[rng.IntN(len(recs))] = true
 				}
