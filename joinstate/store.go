@@ -534,10 +534,10 @@ type Txn struct {
 	// spaceIt is reused by Space.Scan (a nested scan opens its own).
 	spaceIt   *pebble.Iterator
 	spaceBusy bool
-	undo   []undoEntry // rolls back this Txn's writes to the row cache
-	key    []byte      // scratch
-	val    []byte      // scratch
-	mark   []byte      // scratch (child marks)
+	undo      []undoEntry // rolls back this Txn's writes to the row cache
+	key       []byte      // scratch
+	val       []byte      // scratch
+	mark      []byte      // scratch (child marks)
 
 	// Write-back (see writeBack): dirty counts the writes held only by
 	// the row cache, dirtyBytes their keys' and values' bytes; spill

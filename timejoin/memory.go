@@ -30,8 +30,8 @@ func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // mirror is an in-memory copy of the state.
 type mirror struct {
 	m     *btreemap.BTreeMap[string, []byte]
-	bytes int        // keys and values held
-	bufs  [][]entry  // Scan's snapshots, one per nesting level
+	bytes int       // keys and values held
+	bufs  [][]entry // Scan's snapshots, one per nesting level
 	depth int
 }
 
