@@ -1,9 +1,12 @@
 package job
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
@@ -99,6 +102,7 @@ func TimeJoin(cfg *config.Config) (*TimeSpec, error) {
 		ts.Names = append(ts.Names, s.Name)
 	}
 	spec.LeftWidth, spec.RightWidth = len(ts.Columns[0]), len(ts.Columns[1])
+	spec.KeyCols, spec.TimeCol = ts.Key, ts.Time // rows are stored without them
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -256,13 +260,17 @@ func (d *TimeDecoder) Decode(topic string, partition int32, offset int64, key, v
 	// The row's identity: the Kafka record key (the table's primary key),
 	// or where a keyless event sits.
 	switch {
+	case len(key) > 0 && !d.cdc[i]:
+		// An event's identity among the rows of its key and time: a
+		// 64-bit hash of its record key is as good and smaller.
+		r.PK = binary.BigEndian.AppendUint64(r.PK, xxhash.Sum64(key))
 	case len(key) > 0:
 		r.PK = append(r.PK, key...)
 	case r.Op == timejoin.Truncate:
 	case d.cdc[i]:
 		return false, bad("key", "the %s side (%s) is a CDC table: its records need the primary key as their Kafka key", side, topic)
 	default:
-		r.PK = fmt.Appendf(r.PK, "\x00%d@%d", partition, offset)
+		r.PK = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(append(r.PK, 0), uint32(partition)), uint64(offset))
 	}
 	if r.Op != timejoin.Insert {
 		return true, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/RaduBerinde/btreemap"
@@ -121,6 +122,8 @@ type Join struct {
 
 	change     row.Change
 	out        []row.Value
+	kvals      []row.Value // decodeRow's scratch
+	rest       []row.Value
 	lrow, rrow []row.Value
 	key, key2  []byte
 	val        []byte
@@ -376,7 +379,7 @@ func (j *Join) applyRow(st State, r *Record, emit Emit) (dup bool, err error) {
 			flags |= fMatched
 		}
 	}
-	j.val = row.AppendRow(append(j.val[:0], flags), r.Row)
+	j.val = j.encodeRow(j.val[:0], flags, r.Side, r.Time, r.Row)
 	rk = rowKey(j.key[:0], r.Side, r.Key, r.Time, r.PK)
 	j.key = rk
 	if err := st.Put(rk, j.val); err != nil {
@@ -428,10 +431,7 @@ func (j *Join) lookup(st State, r *Record, emit Emit) (bool, error) {
 	track := j.spec.Join.keeps(other)
 	matched := false
 	err := st.Scan(timeBound(nil, prefix, lo, false), timeBound(nil, prefix, hi, true), func(k, v []byte) error {
-		if len(v) < 1 {
-			return fmt.Errorf("%w: row", errCorrupt)
-		}
-		vals, err := row.DecodeRow(j.rrow[:0], v[1:])
+		vals, err := j.decodeRow(j.rrow[:0], k[1:], v)
 		if err != nil {
 			return err
 		}
@@ -536,11 +536,86 @@ func (j *Join) rowOf(st State, rest []byte, dst []row.Value) (flags byte, vals [
 	if err != nil || !ok {
 		return 0, dst, false, err
 	}
-	if len(v) < 1 {
-		return 0, dst, false, fmt.Errorf("%w: row", errCorrupt)
+	vals, err = j.decodeRow(dst[:0], rest, v)
+	if err != nil {
+		return 0, dst, false, err
 	}
-	vals, err = row.DecodeRow(dst[:0], v[1:])
-	return v[0], vals, err == nil, err
+	return v[0], vals, true, nil
+}
+
+// encodeRow appends a row's stored value: flags, then the row without
+// what the row's key holds (fCompact: the join key columns; fTimeOut: the
+// time column, when it is a timestamp equal to the record's time).
+func (j *Join) encodeRow(dst []byte, flags byte, side Side, t int64, vals []row.Value) []byte {
+	si := sideIndex(side)
+	keyCols, timeCol := j.spec.KeyCols[si], j.spec.TimeCol[si]
+	if len(keyCols) == 0 {
+		return row.AppendRow(append(dst, flags), vals)
+	}
+	flags |= fCompact
+	if timeCol >= 0 && timeCol < len(vals) && vals[timeCol].Kind == row.KindTimestamp && vals[timeCol].Int == t {
+		flags |= fTimeOut
+	}
+	dst = append(dst, flags)
+	for i := range vals {
+		if slices.Contains(keyCols, i) || (flags&fTimeOut != 0 && i == timeCol) {
+			continue
+		}
+		dst = row.AppendRowValue(dst, vals[i])
+	}
+	return dst
+}
+
+// decodeRow decodes a stored row (key: its state key after the 'r'; v:
+// its value) into dst, putting back what encodeRow left out.
+func (j *Join) decodeRow(dst []row.Value, key, v []byte) ([]row.Value, error) {
+	if len(v) < 1 {
+		return dst, fmt.Errorf("%w: row", errCorrupt)
+	}
+	if v[0]&fCompact == 0 {
+		return row.DecodeRow(dst, v[1:])
+	}
+	side, jk, t, _, err := parseRowKey(key)
+	if err != nil {
+		return dst, err
+	}
+	si := sideIndex(side)
+	keyCols, timeCol := j.spec.KeyCols[si], j.spec.TimeCol[si]
+	kv, _, err := row.DecodeKey(j.kvals[:0], jk, len(keyCols))
+	if err != nil {
+		return dst, err
+	}
+	j.kvals = kv
+	rest, err := row.DecodeRow(j.rest[:0], v[1:])
+	if err != nil {
+		return dst, err
+	}
+	j.rest = rest
+	width := j.spec.LeftWidth
+	if side == SideRight {
+		width = j.spec.RightWidth
+	}
+	for i := 0; i < width; i++ {
+		switch {
+		case slices.Contains(keyCols, i):
+			dst = append(dst, kv[slices.Index(keyCols, i)])
+		case v[0]&fTimeOut != 0 && i == timeCol:
+			dst = append(dst, row.Timestamp(t))
+		default:
+			if len(rest) == 0 {
+				return dst, fmt.Errorf("%w: row has too few columns", errCorrupt)
+			}
+			dst, rest = append(dst, rest[0]), rest[1:]
+		}
+	}
+	return dst, nil
+}
+
+func sideIndex(s Side) int {
+	if s == SideLeft {
+		return 0
+	}
+	return 1
 }
 
 // fireInterval emits an interval row's padded row when due, and retires it
@@ -571,7 +646,7 @@ func (j *Join) fireInterval(st State, fire, e int64, rest []byte, emit Emit) err
 	if until := max(b, t); until >= e && !j.wm.end {
 		// Kept until E passes its own time: a redelivery of it is then
 		// late, never joined twice.
-		j.val = row.AppendRow(append(j.val[:0], flags), vals)
+		j.val = j.encodeRow(j.val[:0], flags&^(fCompact|fTimeOut), side, t, vals)
 		if err := st.Put(append(append(j.key[:0], kRow), rest...), j.val); err != nil {
 			return err
 		}
@@ -607,11 +682,8 @@ func (j *Join) closeWindow(st State, end int64, jk []byte, emit Emit) error {
 	}
 	null = null || nullR
 	scan := func(prefix []byte, fn func(vals []row.Value) error, dst *[]row.Value) error {
-		return st.Scan(timeBound(nil, prefix, start, false), timeBound(nil, prefix, end-1, true), func(_, v []byte) error {
-			if len(v) < 1 {
-				return fmt.Errorf("%w: row", errCorrupt)
-			}
-			vals, err := row.DecodeRow((*dst)[:0], v[1:])
+		return st.Scan(timeBound(nil, prefix, start, false), timeBound(nil, prefix, end-1, true), func(k, v []byte) error {
+			vals, err := j.decodeRow((*dst)[:0], k[1:], v)
 			if err != nil {
 				return err
 			}

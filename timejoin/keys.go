@@ -41,6 +41,8 @@ const (
 	fMatched   = 1 << 0 // the row joined a partner (interval)
 	fOuterDone = 1 << 1 // its padded row was emitted (interval, bound before its own time)
 	fKeyNull   = 1 << 2 // its join key has a NULL: it never matches
+	fCompact   = 1 << 3 // the value leaves out the join key columns (Spec.KeyCols)
+	fTimeOut   = 1 << 4 // and the time column (the key's time)
 )
 
 var (

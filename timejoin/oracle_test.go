@@ -17,7 +17,33 @@ type rec = timegen.Event
 
 // toRecord is the Record of a generated event: one column (its Val; "?"
 // an unchanged TOAST value), a one-column string key ("" NULL).
-func toRecord(r rec) *Record {
+func toRecord(s *Spec, r rec) *Record {
+	out := toRecordOf(r)
+	if len(s.KeyCols[0]) > 0 && out.Row != nil {
+		// compact(s): rows (time, key, val), the key and time in the
+		// state key, only val in the value.
+		k := row.Null()
+		if r.Key != "" {
+			k = row.String(r.Key)
+		}
+		out.Row = []row.Value{row.Timestamp(r.Time), k, out.Row[0]}
+	}
+	return out
+}
+
+// compact makes s store rows (time, key, val) without key and time.
+func compact(s *Spec) {
+	s.LeftWidth, s.RightWidth = 3, 3
+	s.KeyCols = [2][]int{{1}, {1}}
+	s.TimeCol = [2]int{0, 0}
+	for i := range s.Out {
+		if s.Out[i].From == FromLeft || s.Out[i].From == FromRight {
+			s.Out[i].Index = 2
+		}
+	}
+}
+
+func toRecordOf(r rec) *Record {
 	out := &Record{Side: r.Side, Partition: r.Partition, Op: r.Op, Time: r.Time, PK: []byte(r.PK)}
 	if r.Op == Insert {
 		if r.Key == "" {
@@ -96,7 +122,7 @@ func run(t testing.TB, s *Spec, recs []rec, c runConf) (out []string, late []int
 				t.Fatal(err)
 			}
 		}
-		res, err := j.Apply(st, toRecord(recs[i]), emit)
+		res, err := j.Apply(st, toRecord(s, recs[i]), emit)
 		if err != nil {
 			t.Fatalf("record %d (%v): %v", i, recs[i], err)
 		}
@@ -214,6 +240,7 @@ func TestExhaustive(t *testing.T) {
 		{func(s *Spec) { s.Lower, s.Upper = 1, 3 }, "positive"},
 		{func(s *Spec) { s.Lower, s.Upper = -3, -1 }, "negative"},
 		{func(s *Spec) { s.IdleTimeout = 2 }, "idle2"},
+		{compact, "compact"},
 	}
 	n := 0
 	for _, kind := range []Kind{Interval, Window, Temporal} {
@@ -348,6 +375,9 @@ func TestOracle(t *testing.T) {
 				s.Size = 1 + rng.Int64N(12)
 				s.Slide = 1 + rng.Int64N(s.Size)
 				recs := history(rng, kind, 300, s.OutOfOrderness)
+				if rng.IntN(2) == 0 {
+					compact(s)
+				}
 				c := runConf{end: rng.IntN(2) == 0, commitEvery: 1 + rng.IntN(20), crashes: map[int]bool{},
 					opts: Options{MemoryBytes: []int{0, -1, 3000}[rng.IntN(3)]}}
 				for i := 0; i < 3; i++ {

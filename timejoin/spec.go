@@ -189,6 +189,13 @@ type Spec struct {
 	// LeftWidth and RightWidth are the number of columns of each side's
 	// projected rows (padding).
 	LeftWidth, RightWidth int
+	// KeyCols (optional) are, per side (0 left, 1 right), the positions of
+	// the join key columns in its rows, in key order, and TimeCol the
+	// position of its time column (-1: none). With them the Join stores a
+	// row without the values its state key holds (Record.Key must then be
+	// row.AppendKey of exactly those columns).
+	KeyCols [2][]int
+	TimeCol [2]int
 	// Out are the output columns, in select order.
 	Out []Column
 }
@@ -223,6 +230,16 @@ func (s *Spec) Validate() error {
 	}
 	if len(s.Out) == 0 {
 		errs = append(errs, "no output columns")
+	}
+	for i, w := range []int{s.LeftWidth, s.RightWidth} {
+		for _, c := range s.KeyCols[i] {
+			if c < 0 || c >= w {
+				errs = append(errs, "a key column is outside its side's row")
+			}
+		}
+		if len(s.KeyCols[i]) > 0 && s.TimeCol[i] >= w {
+			errs = append(errs, "the time column is outside its side's row")
+		}
 	}
 	for i, c := range s.Out {
 		switch {

@@ -445,8 +445,10 @@ func runCdcjoin(ctx context.Context, o options, jt timejoin.JoinType, events []t
 			}
 			if max(b, ev.Time) >= eff {
 				inside++
-				rowBytes += float64(len(row.AppendKey(nil, []row.Value{row.String(ev.Key)})) + 8 + len(ev.PK) +
-					len(row.AppendRow(nil, []row.Value{row.String(ev.Val)})))
+				// A row's size: its join key, its time, its other
+				// projected columns, its identity (8 bytes).
+				rowBytes += float64(len(row.AppendKey(nil, []row.Value{row.String(ev.Key)})) + 8 +
+					len(row.AppendRow(nil, []row.Value{row.String(ev.Val)})) + 8)
 			}
 		}
 		samples = append(samples, bytes)

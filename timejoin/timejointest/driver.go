@@ -239,6 +239,9 @@ func New(c Config) (*Driver, error) {
 		d.names = append(d.names, name)
 	}
 	spec.LeftWidth, spec.RightWidth = len(d.sides[0].cols), len(d.sides[1].cols)
+	for i, sd := range d.sides {
+		spec.KeyCols[i], spec.TimeCol[i] = sd.key, sd.time
+	}
 	if err := spec.Validate(); err != nil && len(errs) == 0 {
 		errs = append(errs, err.Error())
 	}
