@@ -1,7 +1,9 @@
 -- deploy/local/e2e-alter.sql: source schema changes while the e2e runs
 -- (e2e/cmd/cdcjoin-e2e -alter; applied after cdcjoin restarted, while the
 -- workload goes on). One transaction per statement; statements on the type
--- tables run only with a typed phase. Each change must be carried on: the
+-- tables run only when every typed config reads schemas (the Avro pass: a
+-- config without schemas declares types, which the operator would update
+-- first). Each change must be carried on: the
 -- comparison with PostgreSQL's join at the end covers them.
 
 -- ADD COLUMN, not selected by any join: ignored (a new schema version)
