@@ -12,18 +12,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/registry"
 )
 
 func main() {
@@ -38,7 +36,7 @@ func main() {
 	}
 }
 
-func run(registry string, ops int, seed int64, out string) error {
+func run(registryURL string, ops int, seed int64, out string) error {
 	if out == "" {
 		return fmt.Errorf("--out is required")
 	}
@@ -54,20 +52,14 @@ func run(registry string, ops int, seed int64, out string) error {
 	stamp := time.Now().UnixNano()
 	n := 0
 	enc := cdcgen.NewAvroEncoder()
+	reg, err := registry.New(&config.SchemaRegistry{URL: registryURL}, registry.Options{})
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
 	enc.Register = func(schema string) (int64, error) {
 		n++
-		body, _ := json.Marshal(map[string]string{"schema": schema})
-		resp, err := http.Post(fmt.Sprintf("%s/subjects/bench-%d-%d/versions", registry, stamp, n), "application/json", bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var r struct{ ID int64 }
-		if err := json.Unmarshal(b, &r); err != nil || r.ID == 0 {
-			return 0, fmt.Errorf("register: %s: %s", resp.Status, b)
-		}
-		return r.ID, nil
+		return reg.Register(fmt.Sprintf("bench-%d-%d", stamp, n), schema)
 	}
 	jf, err := os.Create(filepath.Join(out, "json.jsonl"))
 	if err != nil {
@@ -107,7 +99,7 @@ child:  {topic: ` + cdcgen.DefaultChildTopic + `, key: id, parent_key: user_id}
 select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
 state: {dir: %s}
 %s`
-	for _, f := range []struct{ name, extra string }{{"json", ""}, {"avro", "format: avro\nschema_registry: {url: " + registry + "}\n"}} {
+	for _, f := range []struct{ name, extra string }{{"json", ""}, {"avro", "format: avro\nschema_registry: {url: " + registryURL + "}\n"}} {
 		y := fmt.Sprintf(job, f.name, filepath.Join(out, f.name+"-state"), f.extra)
 		if err := os.WriteFile(filepath.Join(out, f.name+".yaml"), []byte(y), 0o644); err != nil {
 			return err
