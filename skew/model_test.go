@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -32,6 +33,14 @@ func testSpec(t testing.TB, left bool) *keyed.Spec {
 }
 
 func key(v int64) []byte { return row.AppendKey(nil, []row.Value{row.Int(v)}) }
+
+// apply steps op with the input in at version ver, emitting into emit.
+func apply(op interface {
+	Step(keyed.State, *keyedlog.Msg, keyedlog.Out) error
+}, st keyed.State, in *keyed.Input, ver uint64, emit keyed.Emit) error {
+	m := keyedlog.Msg{Kind: keyedlog.KindInput, In: *in, Version: ver}
+	return op.Step(st, &m, keyedlog.Out{Emit: emit})
+}
 
 // inputGen makes keyed inputs like the keyer would: a child that changes
 // parent is deleted under the old one first.
