@@ -9,24 +9,26 @@ build:
 
 ## test: everything CI checks: gofmt, vet, unit + integration tests (-race)
 ## against real ClickHouse and Kafka started on loopback, the 30-seed oracle.
-test:
+## Installs what it needs first (scripts/deps.sh: cached, ~2 s when installed).
+test: deps
 	scripts/test.sh
 
 ## unit: fast tests only, no servers (integration tests skip).
 unit:
 	$(GO) test -short ./...
 
-## deps: install what the tests need on a fresh Debian machine (apt, Maven jars, Go modules).
+## deps: install what the tests need on a fresh Debian machine (apt, Maven jars,
+## chdb, Go modules); idempotent and cached. test, e2e and bench-smoke run it first.
 deps:
 	scripts/deps.sh
 
 ## e2e: PostgreSQL → Debezium → Kafka → cdcjoin → ClickHouse on loopback, with a
 ## kill -9 restart; ClickHouse must equal PostgreSQL's join row for row (INNER, LEFT).
-e2e:
+e2e: deps
 	bash e2e/run.sh
 
 ## bench-smoke: a 20,000-row run of the benchmark harness (< 2 min); checks its report.
-bench-smoke:
+bench-smoke: deps
 	bench/smoke.sh
 
 ## peer-flink-test: the Flink peer against the SQL oracle and against cdcjoin on

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -85,7 +86,11 @@ func runStorms(ctx context.Context, d phaseDriver, pt *Point, idx int, rate floa
 			if move > 0 {
 				pt.SaltingMoveSeconds = append(pt.SaltingMoveSeconds, move)
 			}
-			ph, err := d.phase(ctx, idx+(r-1)*len(vs)+i, stormPhaseName(v, r), phaseReq{kind: phaseStorm}, rate)
+			name := stormPhaseName(v, r)
+			var ph Phase
+			pprof.Do(ctx, pprof.Labels("phase", name), func(ctx context.Context) {
+				ph, err = d.phase(ctx, idx+(r-1)*len(vs)+i, name, phaseReq{kind: phaseStorm}, rate)
+			})
 			if err != nil {
 				return err
 			}

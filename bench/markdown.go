@@ -135,6 +135,7 @@ func (r *Report) Markdown() string {
 				ph.CPUSecondsPerMillion, ph.OutputRowsPerEvent, ph.Latency.P50Ms, ph.Latency.P99Ms, ph.Latency.P999Ms, mb(ph.PeakRSSBytes))
 		}
 	}
+	r.stagesMarkdown(&b)
 	p("\n| rows | users | domains | hot children | state after snapshot | bytes/row | parent B/row | child B/row | final state | write amp | cache hit rate |\n")
 	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, pt := range r.Points {
@@ -159,6 +160,29 @@ func (r *Report) Markdown() string {
 		r.projectionMarkdown(&b, pr)
 	}
 	return b.String()
+}
+
+// stagesMarkdown renders the CPU per record by stage of every profiled
+// phase.
+func (r *Report) stagesMarkdown(b *strings.Builder) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	head := false
+	for _, pt := range r.Points {
+		for _, ph := range pt.Phases {
+			st := ph.Stages
+			if st == nil {
+				continue
+			}
+			if !head {
+				p("\nCPU µs per input record by stage (from a CPU profile of the point, samples sorted by the leaf-most frame of a stage's packages; other: drivers, garbage collection, unlabelled work; see bench/README.md):\n\n")
+				p("| rows | phase | decode | key | join | state | sink | kafka | other | total | samples |\n")
+				p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+				head = true
+			}
+			p("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |\n", formatRows(pt.Rows), ph.Name,
+				st.Decode, st.Key, st.Join, st.State, st.Sink, st.Kafka, st.Other, ph.CPUSecondsPerMillion, st.Samples)
+		}
+	}
 }
 
 func (r *Report) projectionMarkdown(b *strings.Builder, pr *Projection) {

@@ -79,7 +79,9 @@ type Options struct {
 	// Sweep lists scale points (source rows); empty means one point at
 	// Workload.Rows.
 	Sweep []int64
-	// CacheMB is pebble's block cache (default 64; 8 for sweeps).
+	// CacheMB is pebble's block cache (default 64, state.cache_mb's default,
+	// for one point and for every point of a sweep alike: a sweep point
+	// measures what a single run at its size measures).
 	CacheMB int
 	// BatchEvents is state.batch_events (default 1000).
 	BatchEvents int
@@ -117,6 +119,11 @@ type Options struct {
 	// side (hotkeys.go), StormRounds times (default 1), alternating.
 	StormCompare bool
 	StormRounds  int
+	// CPUProfile, if set, is where each point's CPU profile is written (a
+	// sweep's points to CPUProfile.<rows>). Every point is profiled anyway
+	// for the stage figures (Phase.Stages); a CPU profile already running
+	// in the process turns them off.
+	CPUProfile string
 	// Instances is the number of kafkarun instances of the Kafka pipeline
 	// (default 1), in this process, each with its own state and sink.
 	Instances int
@@ -154,9 +161,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CacheMB == 0 {
 		o.CacheMB = 64
-		if len(o.Sweep) > 0 {
-			o.CacheMB = 8
-		}
 	}
 	if o.BatchEvents == 0 {
 		o.BatchEvents = 1000

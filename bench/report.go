@@ -91,24 +91,27 @@ type Point struct {
 
 // Phase is what one phase measured.
 type Phase struct {
-	Name                 string   `json:"name"`
-	Events               int64    `json:"events"`
-	Probes               int64    `json:"probes"`
-	InputBytes           int64    `json:"input_bytes"`
-	WallSeconds          float64  `json:"wall_seconds"`
-	CPUSeconds           float64  `json:"cpu_seconds"`
-	GenCPUSeconds        float64  `json:"generator_cpu_seconds"`
-	EventsPerSecond      float64  `json:"events_per_second"`
-	MBPerSecond          float64  `json:"mb_per_second"`
-	EventsPerCPUSecond   float64  `json:"events_per_cpu_second"`
-	EventsPerSecondCore  float64  `json:"events_per_second_per_core"`
-	CPUSecondsPerMillion float64  `json:"cpu_seconds_per_million_events"`
-	OutputRows           int64    `json:"output_rows"`
-	OutputRowsPerEvent   float64  `json:"output_rows_per_event"`
-	TargetRate           float64  `json:"target_rate,omitempty"`
-	Latency              Latency  `json:"latency"`
-	PeakRSSBytes         uint64   `json:"peak_rss_bytes"`
-	Timeline             []Sample `json:"timeline,omitempty"`
+	Name                 string  `json:"name"`
+	Events               int64   `json:"events"`
+	Probes               int64   `json:"probes"`
+	InputBytes           int64   `json:"input_bytes"`
+	WallSeconds          float64 `json:"wall_seconds"`
+	CPUSeconds           float64 `json:"cpu_seconds"`
+	GenCPUSeconds        float64 `json:"generator_cpu_seconds"`
+	EventsPerSecond      float64 `json:"events_per_second"`
+	MBPerSecond          float64 `json:"mb_per_second"`
+	EventsPerCPUSecond   float64 `json:"events_per_cpu_second"`
+	EventsPerSecondCore  float64 `json:"events_per_second_per_core"`
+	CPUSecondsPerMillion float64 `json:"cpu_seconds_per_million_events"`
+	OutputRows           int64   `json:"output_rows"`
+	OutputRowsPerEvent   float64 `json:"output_rows_per_event"`
+	TargetRate           float64 `json:"target_rate,omitempty"`
+	Latency              Latency `json:"latency"`
+	PeakRSSBytes         uint64  `json:"peak_rss_bytes"`
+	// Stages splits CPUSecondsPerMillion by pipeline stage, in µs per
+	// record (stages.go); nil when the point was not profiled.
+	Stages   *StageCPU `json:"cpu_us_per_record_by_stage,omitempty"`
+	Timeline []Sample  `json:"timeline,omitempty"`
 }
 
 // Sample is one timeline bucket.

@@ -165,6 +165,8 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 		verify = newVerifySink(inner)
 		inner = verify
 	}
+	sp := startStageProfile()
+	defer sp.stop()
 	var d phaseDriver
 	var err error
 	switch o.Pipeline {
@@ -185,6 +187,18 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 	}
 	if cerr := d.close(); err == nil {
 		err = cerr
+	}
+	if prof := sp.stop(); prof != nil && err == nil {
+		err = stageCPU(prof, pt.Phases)
+		if err == nil && o.CPUProfile != "" {
+			path := o.CPUProfile
+			if len(o.Sweep) > 1 {
+				path += "." + formatRows(rows)
+			}
+			if werr := os.WriteFile(path, prof, 0o644); werr != nil {
+				err = fmt.Errorf("cdcjoin: bench: cpu profile: %w", werr)
+			}
+		}
 	}
 	return pt, err
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // ClickHouse configures the ClickHouse sink. Nil when the file has no
@@ -45,6 +45,15 @@ type ClickHouse struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// Retry bounds retries of a failed INSERT.
 	Retry ClickHouseRetry `yaml:"retry"`
+	// Cluster, when set, names the ClickHouse cluster (remote_servers) the
+	// output lives on: the DDL runs ON CLUSTER and the table is Replicated*
+	// (one shard, a replica per server; a sharded table is not supported:
+	// every version of a row must reach the same replicas).
+	Cluster string `yaml:"cluster"`
+	// ReplicaPath is the Keeper path of a Replicated* table (default
+	// "/clickhouse/tables/{shard}/<database>/<table>"; {shard} and {replica}
+	// are the servers' macros). Only with Cluster.
+	ReplicaPath string `yaml:"replica_path"`
 }
 
 // ClickHouseTLS configures TLS to ClickHouse.
@@ -178,7 +187,13 @@ func (ch *ClickHouse) defaults(c *Config) {
 	if ch.Retry.Max == 0 {
 		ch.Retry.Max = 10 * time.Second
 	}
+	if ch.Cluster != "" && ch.ReplicaPath == "" {
+		ch.ReplicaPath = "/clickhouse/tables/{shard}/" + ch.Database + "/" + ch.Table
+	}
 }
+
+// clusterRE is what a cluster name in remote_servers may look like here.
+var clusterRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
 var chIdentRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -260,6 +275,15 @@ func (ch *ClickHouse) validate(c *Config, p *Problems) {
 	}
 	if r.MaxElapsed < 0 {
 		c.add(p, "clickhouse.retry.max_elapsed must be positive", s, "retry", "max_elapsed")
+	}
+	if ch.Cluster != "" && !clusterRE.MatchString(ch.Cluster) {
+		c.add(p, fmt.Sprintf("clickhouse.cluster %q: use letters, digits, '_', '-' and '.'", ch.Cluster), s, "cluster")
+	}
+	if ch.Cluster == "" && ch.ReplicaPath != "" {
+		c.add(p, "clickhouse.replica_path is set without clickhouse.cluster (a replicated table lives on a cluster)", s, "replica_path")
+	}
+	if strings.ContainsAny(ch.ReplicaPath, "'\\") {
+		c.add(p, fmt.Sprintf("clickhouse.replica_path %q: no quotes or backslashes", ch.ReplicaPath), s, "replica_path")
 	}
 	names := set(c.OutputNames())
 	for _, k := range sortedKeys(ch.Columns) {

@@ -40,13 +40,19 @@ func (b *Bad) Error() string { return b.Err.Error() }
 func (b *Bad) Unwrap() error { return b.Err }
 
 // BadDecode classifies a decoder's error (job.Decoder.Decode's, which
-// names the record's position): every such error is a bad record.
-func BadDecode(err error) *Bad {
+// names the record's position): a bad record, unless the decoder's schema
+// source failed (a *debezium.SourceError: the schema registry, not the
+// record; ok false, the error is fatal).
+func BadDecode(err error) (b *Bad, ok bool) {
+	var se *debezium.SourceError
+	if errors.As(err, &se) {
+		return nil, false
+	}
 	var de *debezium.DecodeError
 	if errors.As(err, &de) {
-		return &Bad{Kind: de.Kind.String(), Err: err}
+		return &Bad{Kind: de.Kind.String(), Err: err}, true
 	}
-	return &Bad{Kind: "decode", Err: err}
+	return &Bad{Kind: "decode", Err: err}, true
 }
 
 // BadKey classifies a keyer's error for the record at src: a

@@ -10,7 +10,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/cdcjoin/cdcjoin/config"
 )

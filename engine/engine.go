@@ -17,7 +17,7 @@
 //
 // Fair fan-out (skew.chunk_rows): a parent's fan-out emits at most
 // chunk_rows rows at once; the rest is done in chunks between later
-// records, taking about as much time as the records do (skew.Pacer), and
+// records, taking about as much time as the records do (driver.Pacer), and
 // the key's later inputs wait for it (in the state, with the versions they
 // were given), so a rename of a parent with millions of children does not
 // stall every other key. Checkpoint commits such work in
@@ -64,6 +64,9 @@ type Record struct {
 	Offset    int64
 	Key       []byte
 	Value     []byte
+	// Headers are the Kafka record's headers (Apicurio's serializers may
+	// carry schema ids there); nil for most records.
+	Headers []debezium.Header
 }
 
 // Options configure an Engine.
@@ -87,6 +90,9 @@ type Options struct {
 	// WarmAlways makes Warmers read ahead whatever the state's size (tests;
 	// by default only while it pays: joinstate.Store.WarmingPays).
 	WarmAlways bool
+	// Schemas resolves the schema ids of Avro and Protobuf records
+	// (job.OpenSchemas); nil for a JSON job.
+	Schemas debezium.SchemaSource
 }
 
 // Stats is a snapshot of what an Engine has done.
@@ -210,7 +216,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy, syncEach: cfg.State.Sync,
 		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec), pacer: driver.Pacer{Now: time.Now},
-		dec: job.NewDecoder(cfg, spec), out: driver.NewOutput(opts.Sink, 0),
+		dec: job.NewDecoder(cfg, spec, opts.Schemas), out: driver.NewOutput(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
 	// Parent records keep their source partition, and child index entries
@@ -327,7 +333,7 @@ type Decoded struct {
 // NewDecoder returns a decoder for e's topics, for use on another
 // goroutine (see Decode), knowing the key column types learned so far.
 func (e *Engine) NewDecoder() *job.Decoder {
-	d := job.NewDecoder(e.cfg, e.spec)
+	d := job.NewDecoder(e.cfg, e.spec, e.opts.Schemas)
 	d.RestoreKeyTypes(e.keyTypes) // the engine's own encoding: cannot fail
 	return d
 }
@@ -337,7 +343,7 @@ func (e *Engine) NewDecoder() *job.Decoder {
 func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	out.Record = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 	learned := d.KeyTypesLearned()
-	out.side, out.ok, out.Err = d.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &out.ev)
+	out.side, out.ok, out.Err = d.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Headers, &out.ev)
 	out.keyTypes = nil
 	if d.KeyTypesLearned() != learned {
 		out.keyTypes = d.KeyTypes()
@@ -345,6 +351,9 @@ func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	if out.Err != nil {
 		out.Record.Key = append([]byte(nil), r.Key...)
 		out.Record.Value = append([]byte(nil), r.Value...)
+		for _, h := range r.Headers {
+			out.Record.Headers = append(out.Record.Headers, debezium.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+		}
 	}
 }
 
@@ -376,6 +385,9 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 			return err
 		}
 		src := driver.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			src.Headers = append(src.Headers, deadletter.Header{Key: h.Key, Value: h.Value})
+		}
 		if err := driver.HandleBad(ctx, e.policy, "engine", &src, bad); err != nil {
 			return err
 		}
@@ -401,7 +413,10 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 		e.keyTypes, e.keyTypesDirty = d.keyTypes, true
 	}
 	if d.Err != nil {
-		return driver.BadDecode(d.Err)
+		if bad, ok := driver.BadDecode(d.Err); ok {
+			return bad
+		}
+		return d.Err // the schema registry failed, not the record
 	}
 	if !d.ok {
 		e.stats.Tombstones++

@@ -12,18 +12,24 @@ bad=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
 echo "== go vet"
 go vet ./...
+# deploy/ is a Go module of its own (Helm, Kubernetes API types, the PromQL parser,
+# compose-go: kept out of cdcjoin's go.mod); its tests run below.
+(cd deploy && go vet ./...)
 
 cleanup() {
   deploy/local/kafka.sh down >/dev/null 2>&1 || true
   deploy/local/clickhouse.sh down >/dev/null 2>&1 || true
   deploy/local/postgres.sh down >/dev/null 2>&1 || true
+  deploy/local/registry.sh down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-echo "== starting ClickHouse, Kafka and PostgreSQL on loopback"
+echo "== starting ClickHouse, Kafka, PostgreSQL and the schema registry on loopback"
 eval "$(deploy/local/clickhouse.sh up)"
 eval "$(deploy/local/kafka.sh up)"
 eval "$(deploy/local/postgres.sh up)"
-export CDCJOIN_CLICKHOUSE_ADDR CDCJOIN_KAFKA_BROKERS CDCJOIN_POSTGRES_DSN
+deploy/local/registry.sh install >/dev/null
+eval "$(deploy/local/registry.sh up)"
+export CDCJOIN_CLICKHOUSE_ADDR CDCJOIN_KAFKA_BROKERS CDCJOIN_POSTGRES_DSN CDCJOIN_REGISTRY_URL
 # A current ClickHouse in-process (scripts/chdb.sh, installed by make deps).
 CDCJOIN_CHDB_PYTHON="$(scripts/chdb.sh path)"
 export CDCJOIN_CHDB_PYTHON
@@ -34,6 +40,8 @@ echo "== go test -race (integration tests against the real servers)"
 # TestServerRestart stops and restarts the shared ClickHouse server: it runs
 # on its own below, not while other packages' tests use the server.
 go test -race -short -count=1 -timeout 30m -skip '^TestServerRestart$' ./...
+echo "== deploy/: Helm chart (lint, render), Kubernetes manifests (strict API types), dashboard against a live run, compose file"
+(cd deploy && go test -count=1 -timeout 15m ./...)
 echo "== ClickHouse stopped and restarted under the sink (alone: it restarts the shared server)"
 go test -race -short -count=1 -timeout 10m -run '^TestServerRestart$' ./sink/clickhouse/
 echo "== oracle: 30 seeds x INNER/LEFT, crash/restart"

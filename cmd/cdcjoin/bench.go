@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -62,11 +60,12 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		rateDur := fs.Duration("rate-duration", 15*time.Second, "length of the cdc_rate phase")
 		renames := fs.Int("storm-renames", 10, "renames of the hot parent in the storm phase")
 		gap := fs.Int("storm-gap", 5000, "cdc records between two storm renames")
+		noToast := fs.Bool("no-toast", false, "no TOAST placeholders in the workload (for systems that would store the placeholder as the value, such as a Kafka Streams peer)")
 		stormRate := fs.Float64("storm-rate", 0, "pace the storm phases at this many records/s (0: flat out; -1: the cdc_rate phase's rate)")
 		compare := fs.Bool("storm-compare", false, "run the storm once per hot-key variant, side by side (engine: without and with fair fan-out; kafka: also with salting)")
 		rounds := fs.Int("storm-rounds", 1, "with --storm-compare: alternate the variants this many times (the report shows medians)")
 		instances := fs.Int("instances", 1, "instances of the runtime (kafka), each with its own state and sink")
-		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64; 8 with --sweep)")
+		cacheMB := fs.Int("cache-mb", 0, "pebble block cache MiB (default 64, for single runs and sweeps alike)")
 		batchEv := fs.Int("batch-events", 1000, "events per state commit")
 		sync := fs.Bool("sync", true, "fsync every state commit")
 		noRebuild := fs.Bool("no-rebuild", false, "skip the rebuild phase (engine: rebuilding a keyed partition's state from the compacted keyed topic)")
@@ -78,7 +77,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		keep := fs.Bool("keep-state", false, "keep the pebble state directories")
 		note := fs.String("machine-note", "", "free text describing the machine (shared cores, load, disk)")
 		quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file`")
+		cpuProfile := fs.String("cpuprofile", "", "write the CPU profile of the run to `file` (a sweep: one per point, `file`.<rows>)")
 		peer := fs.String("peer", "", "compare with peer systems on one workload: flink (needs a JDK 17+ and Maven), dbsp (needs cargo), or both: flink,dbsp")
 		peerRounds := fs.Int("peer-rounds", 2, "interleaved rounds of cdcjoin and each peer (--peer)")
 		peerCheck := fs.Bool("peer-check", true, "check each peer's final join against cdcjoin's first (--peer)")
@@ -122,7 +121,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		o := bench.Options{
 			Workload: bench.Workload{Seed: *seed, Rows: n, ChildrenPerParent: *children, Skew: *skew, HotChildren: *hot,
 				UserPads: *upads, DomainPads: *dpads, PadBytes: *padBytes, Schema: *schema, Partitions: *parts,
-				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap, StormRate: *stormRate},
+				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap, StormRate: *stormRate, NoToast: *noToast},
 			Pipeline: *pipeline, Producers: *producers, StormCompare: *compare, StormRounds: *rounds, Instances: *instances, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
 			BatchEvents: *batchEv, Sync: *sync, NoRebuild: *noRebuild, BulkLoadMB: *bulkMB, MemTableMB: *memtableMB, RowCacheMB: *rowCacheMB, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
 			Projection: pi, MachineNote: *note,
@@ -163,18 +162,14 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 			}
 			return nil
 		}
-		if *cpuProfile != "" {
-			f, err := os.Create(*cpuProfile)
-			if err != nil {
-				return fmt.Errorf("cdcjoin: %w", err)
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return fmt.Errorf("cdcjoin: cpu profile: %w", err)
-			}
-			defer pprof.StopCPUProfile()
-		}
 		if *peer != "" {
+			if *cpuProfile != "" {
+				stop, err := startCPUProfile(*cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			// The peers keep no durable state here (Flink takes no checkpoints,
 			// DBSP none either): compare with cdcjoin's replay default (no
 			// fsync) unless --sync was given.
@@ -192,6 +187,9 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 			}
 			return err
 		}
+		// Every point is profiled for the stage figures; the profile is
+		// written where --cpuprofile says.
+		o.CPUProfile = *cpuProfile
 		rep, err := bench.Run(ctx, o)
 		if rep != nil && len(rep.Points) > 0 {
 			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*out, "report.json"), filepath.Join(*out, "REPORT.md"))

@@ -13,6 +13,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
@@ -21,7 +22,7 @@ func ddlCommand() command {
 	c := command{
 		name:    "ddl",
 		summary: "print the ClickHouse DDL (table and view) for a config",
-		usage:   "--config FILE [--sample FILE] [--server VERSION]",
+		usage:   "--config FILE [--sample FILE] [--server VERSION] [--purge]",
 	}
 	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(&c, stderr, `
@@ -31,10 +32,16 @@ create them by hand (then set clickhouse.create_table: false).
 
 Column types come from clickhouse.columns overrides, else from the Debezium
 schemas of --sample (a file in replay input format; the first records with a
-schema of each topic are used), else from defaults (Nullable(String)).`)
+schema of each topic are used), else from defaults (Nullable(String)).
+
+With clickhouse.cluster the statements run ON CLUSTER and the table is
+Replicated*. --purge prints instead the statements that purge deleted rows
+(upsert mode, 23.12+: OPTIMIZE TABLE … FINAL CLEANUP); run them on the
+schedule sink/clickhouse/README.md describes.`)
 		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required; needs a clickhouse section)")
 		sample := fs.String("sample", "", "records in replay input format to take column types from (`file`)")
 		server := fs.String("server", "latest", "ClickHouse server `version` to write the DDL for, e.g. 18.16 or 24.8")
+		purge := fs.Bool("purge", false, "print the statements that purge deleted rows instead")
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
@@ -49,6 +56,19 @@ schema of each topic are used), else from defaults (Nullable(String)).`)
 		srv, err := parseServer(*server)
 		if err != nil {
 			return err
+		}
+		if *purge {
+			if cfg.ClickHouse == nil {
+				return fmt.Errorf("cdcjoin ddl: %s has no clickhouse section", *cfgPath)
+			}
+			stmts, err := clickhouse.Purge(cfg.ClickHouse, srv)
+			if err != nil {
+				return err
+			}
+			for _, s := range stmts {
+				fmt.Fprintf(stdout, "%s;\n", s)
+			}
+			return nil
 		}
 		var types []row.ColumnType
 		if *sample != "" {
@@ -93,12 +113,17 @@ func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := job.NewDecoder(cfg, spec)
+	schemas, err := job.OpenSchemas(cfg, registry.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer schemas.Close()
+	dec := job.NewDecoder(cfg, spec, schemas)
 	var types job.Types
 	var ev debezium.Event
 	errDone := errors.New("done")
 	err = engine.ReadJSONL(f, path, func(r *engine.Record) error {
-		side, ok, err := dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &ev)
+		side, ok, err := dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Headers, &ev)
 		if err != nil || !ok {
 			return nil // a sample: skip what does not help
 		}

@@ -40,6 +40,11 @@ func (s Server) HasBool() bool { return s.atLeast(21, 12) }
 // HasIsDeleted reports ReplacingMergeTree(ver, is_deleted) support (23.2+).
 func (s Server) HasIsDeleted() bool { return s.atLeast(23, 2) }
 
+// HasCleanup reports the table setting
+// allow_experimental_replacing_merge_with_cleanup, which lets OPTIMIZE …
+// FINAL CLEANUP purge the rows whose latest version is a deletion (23.12+).
+func (s Server) HasCleanup() bool { return s.atLeast(23, 12) }
+
 // HasDedupToken reports insert_deduplication_token support together with
 // non_replicated_deduplication_window for MergeTree tables (22.2+).
 func (s Server) HasDedupToken() bool { return s.atLeast(22, 2) }
@@ -215,34 +220,25 @@ func ddlFor(cfg *config.Config, colTypes []string, srv Server) ([]string, error)
 			return nil, fmt.Errorf("cdcjoin: clickhouse: column %s: %w", names[i], err)
 		}
 	}
+	on := onCluster(ch)
 	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s\n(\n", tableName(ch))
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s\n(\n", tableName(ch), on)
 	for i, n := range names {
 		fmt.Fprintf(&b, "    %s %s,\n", quoteIdent(n), colTypes[i])
 	}
 	fmt.Fprintf(&b, "    %s String,\n    %s String,\n    %s UInt64,\n", colPK, colCK, colVersion)
-	var engine string
-	var settings []string
+	engine, settings := engineFor(ch, srv)
 	if ch.Mode == config.ModeChangelog {
 		fmt.Fprintf(&b, "    %s Int8\n", colSign)
-		engine = fmt.Sprintf("VersionedCollapsingMergeTree(%s, %s)", colSign, colVersion)
-		if srv.HasDedupToken() {
-			settings = append(settings, fmt.Sprintf("non_replicated_deduplication_window = %d", dedupWindow))
-		}
 	} else {
 		fmt.Fprintf(&b, "    %s UInt8\n", colDeleted)
-		if srv.HasIsDeleted() {
-			engine = fmt.Sprintf("ReplacingMergeTree(%s, %s)", colVersion, colDeleted)
-		} else {
-			engine = fmt.Sprintf("ReplacingMergeTree(%s)", colVersion)
-		}
 	}
 	fmt.Fprintf(&b, ")\nENGINE = %s\nORDER BY (%s, %s)", engine, colPK, colCK)
 	if len(settings) > 0 {
 		fmt.Fprintf(&b, "\nSETTINGS %s", strings.Join(settings, ", "))
 	}
 	stmts := []string{
-		"CREATE DATABASE IF NOT EXISTS " + quoteIdent(ch.Database),
+		"CREATE DATABASE IF NOT EXISTS " + quoteIdent(ch.Database) + on,
 		b.String(),
 	}
 	if ch.Mode != config.ModeChangelog {
@@ -250,8 +246,88 @@ func ddlFor(cfg *config.Config, colTypes []string, srv Server) ([]string, error)
 		for i, n := range names {
 			cols[i] = quoteIdent(n)
 		}
-		stmts = append(stmts, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s AS\nSELECT %s\nFROM %s FINAL\nWHERE %s = 0",
-			quoteIdent(ch.Database), quoteIdent(ViewName(ch)), strings.Join(cols, ", "), tableName(ch), colDeleted))
+		// The filter is redundant where the engine has the is_deleted
+		// parameter (FINAL drops deletions there) and needed on older
+		// servers, or for a table created by one before an upgrade.
+		stmts = append(stmts, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s%s AS\nSELECT %s\nFROM %s FINAL\nWHERE %s = 0",
+			quoteIdent(ch.Database), quoteIdent(ViewName(ch)), on, strings.Join(cols, ", "), tableName(ch), colDeleted))
 	}
 	return stmts, nil
+}
+
+// onCluster is the ON CLUSTER clause of the DDL ("" without a cluster).
+func onCluster(ch *config.ClickHouse) string {
+	if ch.Cluster == "" {
+		return ""
+	}
+	return " ON CLUSTER " + quoteIdent(ch.Cluster)
+}
+
+// engineFor returns the table engine for ch's mode on srv and the table
+// settings:
+//
+//   - upsert: ReplacingMergeTree(_version, _deleted) on 23.2+, so that FINAL
+//     drops rows whose latest version is a deletion and merges with CLEANUP
+//     can purge them (allowed by the table setting on 23.12+);
+//     ReplacingMergeTree(_version) before (deletions are rows with
+//     _deleted = 1 that the view filters).
+//   - changelog: VersionedCollapsingMergeTree(_sign, _version), with a
+//     deduplication window for insert_deduplication_token on 22.2+.
+//
+// With a cluster the engine is the Replicated* one, at ch.ReplicaPath with
+// the {replica} macro as the replica's name.
+func engineFor(ch *config.ClickHouse, srv Server) (string, []string) {
+	var name string
+	var params, settings []string
+	if ch.Mode == config.ModeChangelog {
+		name, params = "VersionedCollapsingMergeTree", []string{colSign, colVersion}
+		if srv.HasDedupToken() {
+			window := "non_replicated_deduplication_window"
+			if ch.Cluster != "" {
+				window = "replicated_deduplication_window"
+			}
+			settings = append(settings, fmt.Sprintf("%s = %d", window, dedupWindow))
+		}
+	} else {
+		name, params = "ReplacingMergeTree", []string{colVersion}
+		if srv.HasIsDeleted() {
+			params = append(params, colDeleted)
+		}
+		if srv.HasCleanup() {
+			settings = append(settings, "allow_experimental_replacing_merge_with_cleanup = 1")
+		}
+	}
+	if ch.Cluster != "" {
+		name = "Replicated" + name
+		params = append([]string{quoteString(ch.ReplicaPath), quoteString("{replica}")}, params...)
+	}
+	return name + "(" + strings.Join(params, ", ") + ")", settings
+}
+
+// quoteString is a ClickHouse string literal.
+func quoteString(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, "\\", "\\\\"), "'", "\\'") + "'"
+}
+
+// Purge returns the statements that remove, for good, the rows of an
+// upsert table whose latest version is a deletion (FINAL already hides
+// them): on a cluster SYSTEM SYNC REPLICA on every replica first (the merge
+// must see every INSERT the replicas accepted), then OPTIMIZE TABLE … FINAL
+// CLEANUP (one replica assigns the merge, the others replay it). It needs
+// 23.12+ (the table setting allow_experimental_replacing_merge_with_cleanup,
+// which the DDL sets there); older servers keep deletions as rows with
+// _deleted = 1. When it is safe to run is the caller's schedule; see the
+// package documentation (Purging deletions).
+func Purge(ch *config.ClickHouse, srv Server) ([]string, error) {
+	if ch.Mode == config.ModeChangelog {
+		return nil, fmt.Errorf("cdcjoin: clickhouse: purge is for upsert tables; a changelog table collapses its -1/+1 pairs as it merges")
+	}
+	if !srv.HasCleanup() {
+		return nil, fmt.Errorf("cdcjoin: clickhouse: ClickHouse %s has no OPTIMIZE … FINAL CLEANUP (23.12+): deletions stay as rows with %s = 1, which the %s view filters", srv, colDeleted, ViewName(ch))
+	}
+	var stmts []string
+	if ch.Cluster != "" {
+		stmts = append(stmts, "SYSTEM SYNC REPLICA ON CLUSTER "+quoteIdent(ch.Cluster)+" "+tableName(ch))
+	}
+	return append(stmts, "OPTIMIZE TABLE "+tableName(ch)+" FINAL CLEANUP"), nil
 }

@@ -11,9 +11,14 @@
 //     key is ”). ORDER BY (_pk, _ck) therefore works whatever is selected.
 //   - _version UInt64: row.Change.Version.
 //   - upsert mode: _deleted UInt8; ENGINE ReplacingMergeTree(_version), or
-//     ReplacingMergeTree(_version, _deleted) on 23.2+; and a view
+//     ReplacingMergeTree(_version, _deleted) on 23.2+ (FINAL drops
+//     deletions there; with allow_experimental_replacing_merge_with_cleanup
+//     on 23.12+, so that Purge's OPTIMIZE … FINAL CLEANUP can remove them
+//     for good, on the schedule README.md describes); and a view
 //     <table>_current = SELECT <select list> FROM <table> FINAL WHERE
 //     _deleted = 0, the live join.
+//   - with config.ClickHouse.Cluster: every statement ON CLUSTER, the
+//     Replicated* engine at ReplicaPath with the {replica} macro.
 //   - changelog mode: _sign Int8; ENGINE VersionedCollapsingMergeTree(_sign,
 //     _version). A Retract is the previously emitted row (Values) with
 //     _sign = -1, _version = PrevVersion; an Upsert of an existing row
