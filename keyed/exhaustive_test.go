@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -29,19 +30,7 @@ import (
 
 // Columns: users(id, firstname), domains(id, user_id, name).
 func exhaustiveSpec(t testing.TB, left bool) *keyed.Spec {
-	s, err := keyed.NewSpec(keyed.Shape{
-		Left: left, ParentKey: []string{"id"}, ChildKey: []string{"id"}, ChildParentKey: []string{"user_id"},
-		Select: []keyed.Column{
-			{Side: row.Parent, Source: "id", Name: "user_id"},
-			{Side: row.Parent, Source: "firstname", Name: "firstname"},
-			{Side: row.Child, Source: "id", Name: "domain_id"},
-			{Side: row.Child, Source: "name", Name: "name"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.Spec(t, left, []string{"firstname"}, []string{"name"})
 }
 
 // op is one change of a source table: an upsert of a full row (ins/upd), a

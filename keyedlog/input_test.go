@@ -4,26 +4,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
-
-func testSpec(t testing.TB) *keyed.Spec {
-	s, err := keyed.NewSpec(keyed.Shape{
-		ParentKey: []string{"id"}, ChildKey: []string{"id"}, ChildParentKey: []string{"user_id"},
-		Select: []keyed.Column{
-			{Side: row.Parent, Source: "id", Name: "user_id"},
-			{Side: row.Parent, Source: "firstname", Name: "firstname"},
-			{Side: row.Child, Source: "id", Name: "domain_id"},
-			{Side: row.Child, Source: "name", Name: "name"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // decode decodes an input record with keyedlog.Decode.
 func decode(spec *keyed.Spec, key, val []byte, in *keyed.Input) error {
@@ -42,7 +27,7 @@ func decode(spec *keyed.Spec, key, val []byte, in *keyed.Input) error {
 // row whose key columns do not encode to the record key keeps the full
 // form.
 func TestCompactRecordValue(t *testing.T) {
-	spec := testSpec(t)
+	spec := testkit.Spec(t, false, []string{"firstname"}, []string{"name"})
 	pk := func(v row.Value) []byte { return row.AppendKey(nil, []row.Value{v}) }
 	ins := []keyed.Input{
 		{Kind: keyed.ParentUpsert, Side: row.Parent, JoinKey: pk(row.Int(1)), Row: []row.Value{row.Int(1), row.String("Egor")}},
