@@ -10,6 +10,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
+	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -72,8 +73,6 @@ type TimeStats struct {
 	Join        timejoin.Stats
 }
 
-const metaTimeStream = "time-stream" // the state's output stream (the insert-only sinks' dedup key)
-
 // OpenTime opens the state in cfg.State.Dir for cfg's time join.
 func OpenTime(cfg *config.Config, opts Options) (*TimeEngine, error) {
 	if !cfg.IsTimeJoin() {
@@ -115,18 +114,17 @@ func OpenTime(cfg *config.Config, opts Options) (*TimeEngine, error) {
 }
 
 func (e *TimeEngine) load() error {
-	fp, err := e.store.Meta(metaFingerprint)
+	fp, ok, err := driver.MetaFingerprint.Get(e.store)
 	if err != nil {
 		return err
 	}
-	if fp != nil && string(fp) != string(e.ts.Fingerprint()) {
+	if ok && string(fp) != string(e.ts.Fingerprint()) {
 		return fmt.Errorf("cdcjoin: state in %s was built for another join (%s); remove it to rebuild", e.cfg.State.Dir, fp)
 	}
-	s, err := e.store.Meta(metaTimeStream)
-	if err != nil {
+	if e.stream, _, err = driver.MetaStream.Get(e.store); err != nil {
 		return err
 	}
-	if e.stream = string(s); e.stream == "" {
+	if e.stream == "" {
 		// A new state starts a new output stream: its sequence numbers
 		// start over, so the sinks must not take them for a replay of an
 		// older state's rows.
@@ -291,10 +289,10 @@ func (e *TimeEngine) Commit(ctx context.Context) error {
 	if err := e.join.Save(e.txn.Space()); err != nil {
 		return err
 	}
-	if err := e.txn.SetMeta(metaFingerprint, e.ts.Fingerprint()); err != nil {
+	if err := driver.MetaFingerprint.Put(e.txn, e.ts.Fingerprint()); err != nil {
 		return err
 	}
-	if err := e.txn.SetMeta(metaTimeStream, []byte(e.stream)); err != nil {
+	if err := driver.MetaStream.Put(e.txn, e.stream); err != nil {
 		return err
 	}
 	if err := e.txn.Commit(); err != nil {
