@@ -13,6 +13,8 @@
 //	'F' side salt(2) joinKey [childKey]  a hot key's forward to one of its replicas (package skew)
 //	'L' joinKey                          a hot key's layout change (salting, cooling)
 //	'A' salt(2) joinKey                  a replica's release confirmation
+//	'X' side time jk pk                  a time join's event (time.go)
+//	'W' side partition writer            a time join's source partition watermark (time.go)
 //
 // Values of 'P' and 'C': nil (a tombstone) for deletes; 0x01 row
 // (row.AppendRow) for upserts; 0x03 the row without the columns the key
@@ -37,6 +39,7 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/timejoin"
 )
 
 // Kind says what a Msg is.
@@ -73,6 +76,10 @@ func (k Kind) String() string {
 		return "layout"
 	case KindAck:
 		return "ack"
+	case KindTime:
+		return "time"
+	case KindWatermark:
+		return "watermark"
 	}
 	return "invalid"
 }
@@ -101,6 +108,12 @@ type Msg struct {
 	// Salt and Origin name a KindAck's replica and release round.
 	Salt   uint16
 	Origin int64
+
+	// Time and Source are a KindTime's record (time.go); Watermark a
+	// KindWatermark's.
+	Time      timejoin.Record
+	Source    TimeSource
+	Watermark Watermark
 }
 
 // Decode parses a record of the keyed log into m (every field but Pos and
@@ -138,6 +151,12 @@ func decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
 		var err error
 		m.JoinKey, m.Salt, m.Origin, err = decodeAck(key, value)
 		return err
+	case recTime:
+		m.Kind = KindTime
+		return decodeTime(key, value, m)
+	case recWatermark:
+		m.Kind = KindWatermark
+		return decodeWatermark(key, value, m)
 	}
 	return fmt.Errorf("unknown key type %q", key[0])
 }
@@ -167,6 +186,11 @@ type Out struct {
 	// partition rebuilt below the group's committed offset). The operator
 	// sends nothing, reports nothing, and does its work at once.
 	Quiet bool
+	// Reject takes a message the operator refuses as a bad record (a time
+	// join's late record: reason "late", the record's time and the
+	// watermark it was judged against), for the driver's bad-record policy.
+	// Nil where the driver has none.
+	Reject func(m *Msg, reason string, time, watermark int64) error
 }
 
 // Sender writes a record to a partition of the keyed log (see Out.Send).
