@@ -53,7 +53,9 @@ type Watermark struct {
 	Idle   bool
 }
 
-func appendTimeBytes(b []byte, t int64) []byte { return binary.BigEndian.AppendUint64(b, uint64(t)^(1<<63)) }
+func appendTimeBytes(b []byte, t int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(t)^(1<<63))
+}
 
 // AppendTime appends the key and returns the value (appended to val) of
 // the record of r, read from src.

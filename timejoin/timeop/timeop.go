@@ -96,8 +96,8 @@ const prefix = 'X'
 func (a aux) key(k []byte) []byte { return append([]byte{prefix}, k...) }
 
 func (a aux) Get(key []byte) ([]byte, bool, error) { return a.t.Aux(a.key(key)) }
-func (a aux) Put(key, value []byte) error        { return a.t.PutAux(a.key(key), value) }
-func (a aux) Delete(key []byte) error            { return a.t.DeleteAux(a.key(key)) }
+func (a aux) Put(key, value []byte) error          { return a.t.PutAux(a.key(key), value) }
+func (a aux) Delete(key []byte) error              { return a.t.DeleteAux(a.key(key)) }
 
 var errStop = errors.New("stop")
 
