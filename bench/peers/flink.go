@@ -38,35 +38,44 @@ const flinkTools = "the Flink peer needs a JDK 17+ (java, javac) and Maven (mvn)
 // progress lines. Without a JDK 17+ or Maven it returns an error wrapping
 // ErrToolchain that says what to install.
 func BuildFlink(ctx context.Context, cacheDir string, logf func(string)) (*Flink, error) {
-	java, err := exec.LookPath("java")
+	p := project{fsys: flinkProject, root: "flink"}
+	java, dir, classpath, err := buildMaven(ctx, p, cacheDir, "cdcjoin-flink-peer.jar",
+		"the Flink peer with Maven (the first build downloads Flink's jars, ~220 MB)", logf)
 	if err != nil {
-		return nil, fmt.Errorf("cdcjoin: peers: java not found: %s: %w", flinkTools, ErrToolchain)
+		return nil, err
+	}
+	return &Flink{java: java, Dir: dir, jvmOptions: filepath.Join(dir, "jvm.options"), classpath: classpath}, nil
+}
+
+// buildMaven builds the Maven project p in cacheDir (unless an earlier
+// build of the same sources is complete) and returns java, the project's
+// directory and the classpath of its jar and dependencies.
+func buildMaven(ctx context.Context, p project, cacheDir, jar, what string, logf func(string)) (java, dir, classpath string, err error) {
+	if java, err = exec.LookPath("java"); err != nil {
+		return "", "", "", fmt.Errorf("cdcjoin: peers: java not found: %s: %w", flinkTools, ErrToolchain)
 	}
 	if err := checkJava(ctx, java); err != nil {
-		return nil, err
+		return "", "", "", err
 	}
-	p := project{fsys: flinkProject, root: "flink"}
-	dir, err := p.dir(cacheDir)
-	if err != nil {
-		return nil, err
+	if dir, err = p.dir(cacheDir); err != nil {
+		return "", "", "", err
 	}
-	f := &Flink{java: java, Dir: dir, jvmOptions: filepath.Join(dir, "jvm.options"),
-		classpath: filepath.Join(dir, "target", "cdcjoin-flink-peer.jar") + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")}
+	classpath = filepath.Join(dir, "target", jar) + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")
 	if built(dir) {
-		return f, nil
+		return java, dir, classpath, nil
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return nil, fmt.Errorf("cdcjoin: peers: mvn not found: %s: %w", flinkTools, ErrToolchain)
+		return "", "", "", fmt.Errorf("cdcjoin: peers: mvn not found: %s: %w", flinkTools, ErrToolchain)
 	}
 	if _, err := exec.LookPath("javac"); err != nil {
-		return nil, fmt.Errorf("cdcjoin: peers: javac not found (a JRE without a JDK): %s: %w", flinkTools, ErrToolchain)
+		return "", "", "", fmt.Errorf("cdcjoin: peers: javac not found (a JRE without a JDK): %s: %w", flinkTools, ErrToolchain)
 	}
 	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "--no-transfer-progress", "package")
-	if err := p.build(dir, "the Flink peer with Maven (the first build downloads Flink's jars, ~220 MB)", logf, cmd, nil); err != nil {
-		return nil, err
+	if err := p.build(dir, what, logf, cmd, nil); err != nil {
+		return "", "", "", err
 	}
-	return f, nil
+	return java, dir, classpath, nil
 }
 
 var javaVersion = regexp.MustCompile(`version "(\d+)`)

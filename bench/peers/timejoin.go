@@ -3,10 +3,7 @@ package peers
 import (
 	"context"
 	"embed"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 )
 
@@ -75,32 +72,12 @@ type KStreams struct {
 // BuildKStreams returns the Kafka Streams peer built in
 // cacheDir/kstreams-<hash> (mvn -q package there unless built before).
 func BuildKStreams(ctx context.Context, cacheDir string, logf func(string)) (*KStreams, error) {
-	java, err := exec.LookPath("java")
-	if err != nil {
-		return nil, fmt.Errorf("cdcjoin: peers: java not found: %s: %w", flinkTools, ErrToolchain)
-	}
-	if err := checkJava(ctx, java); err != nil {
-		return nil, err
-	}
-	p := project{fsys: kstreamsProject, root: "kstreams"}
-	dir, err := p.dir(cacheDir)
+	java, dir, classpath, err := buildMaven(ctx, project{fsys: kstreamsProject, root: "kstreams"}, cacheDir,
+		"cdcjoin-kstreams-peer.jar", "the Kafka Streams peer with Maven", logf)
 	if err != nil {
 		return nil, err
 	}
-	k := &KStreams{java: java, Dir: dir,
-		classpath: filepath.Join(dir, "target", "cdcjoin-kstreams-peer.jar") + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*")}
-	if built(dir) {
-		return k, nil
-	}
-	mvn, err := exec.LookPath("mvn")
-	if err != nil {
-		return nil, fmt.Errorf("cdcjoin: peers: mvn not found: %s: %w", flinkTools, ErrToolchain)
-	}
-	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "--no-transfer-progress", "package")
-	if err := p.build(dir, "the Kafka Streams peer with Maven", logf, cmd, nil); err != nil {
-		return nil, err
-	}
-	return k, nil
+	return &KStreams{java: java, Dir: dir, classpath: classpath}, nil
 }
 
 // JoinWindowsRun is one run of the Kafka Streams JoinWindows peer.
