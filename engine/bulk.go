@@ -154,5 +154,6 @@ func (e *Engine) endBulk(ctx context.Context) error {
 	e.pending = 0
 	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
 	e.txn = e.store.Begin()
+	e.kv.t = e.txn
 	return nil
 }

@@ -30,7 +30,7 @@ func (e *Engine) NewWarmer() *Warmer { return &Warmer{e: e, w: e.store.NewWarmer
 // Warm warms what d will read. It is safe to call concurrently with the
 // Engine's Apply and Commit.
 func (w *Warmer) Warm(d *Decoded) {
-	if !w.e.warm.Load() || d.Err != nil || !d.ok {
+	if w.e.spec == nil || !w.e.warm.Load() || d.Err != nil || !d.ok {
 		return
 	}
 	spec := w.e.spec

@@ -51,10 +51,16 @@ func MustSpec(cfg *config.Config) *keyed.Spec {
 type Decoder struct {
 	parentTopic, childTopic string
 	parent, child           *debezium.Decoder
+	plan                    *PlanDecoder // a plan's decoders (cfg.Plan() != nil)
 }
 
-// NewDecoder returns a decoder for cfg's topics and spec's projections.
+// NewDecoder returns a decoder for cfg's topics and spec's projections;
+// for a job with a plan (cfg.Plan() != nil; spec is then nil), one that
+// decodes through Plan.
 func NewDecoder(cfg *config.Config, spec *keyed.Spec) *Decoder {
+	if cfg.Plan() != nil {
+		return &Decoder{plan: NewPlanDecoder(cfg)}
+	}
 	return &Decoder{
 		parentTopic: cfg.Parent.Topic, childTopic: cfg.Child.Topic,
 		parent: debezium.NewDecoder(spec.ParentColumns, DecoderOptions(cfg, row.Parent, spec.ParentColumns)),
@@ -74,6 +80,9 @@ func DecoderOptions(cfg *config.Config, side row.Side, cols []string) debezium.O
 		Placeholder:    cfg.Debezium.UnavailableValuePlaceholder,
 	}
 }
+
+// Plan returns the plan's decoders (nil for a parent/child job).
+func (d *Decoder) Plan() *PlanDecoder { return d.plan }
 
 // Side returns the side whose topic is topic, or 0 when it is neither.
 func (d *Decoder) Side(topic string) row.Side {
