@@ -55,11 +55,11 @@ func compare(a, b row.Value) (int, error) {
 	case a.Kind == row.KindTimestamp && b.Kind == row.KindDate:
 		return cmpInt(a.Int, b.Int*86400_000_000), nil
 	}
-	return 0, fmt.Errorf("cannot compare %s with %s", kindName(a.Kind), kindName(b.Kind))
+	return 0, fmt.Errorf("cannot compare %s with %s", KindName(a.Kind), KindName(b.Kind))
 }
 
-// kindName is how messages name a kind (PostgreSQL's type families).
-func kindName(k row.Kind) string {
+// KindName is how messages name a kind (PostgreSQL's type families).
+func KindName(k row.Kind) string {
 	switch k {
 	case row.KindInt:
 		return "integer"

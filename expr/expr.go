@@ -225,7 +225,7 @@ func truth(v row.Value, what string) (int, error) {
 	case row.KindBool:
 		return int(v.Int & 1), nil
 	}
-	return 0, fmt.Errorf(errNotBool, what, kindName(v.Kind))
+	return 0, fmt.Errorf(errNotBool, what, KindName(v.Kind))
 }
 
 // And is the conjunction of Args (three-valued).
@@ -427,7 +427,7 @@ func (l *Like) Eval(r []row.Value) (row.Value, error) {
 		return null, err
 	}
 	if x.Kind != row.KindString || p.Kind != row.KindString {
-		return null, fmt.Errorf("%s: LIKE needs text operands, not %s and %s", l, kindName(x.Kind), kindName(p.Kind))
+		return null, fmt.Errorf("%s: LIKE needs text operands, not %s and %s", l, KindName(x.Kind), KindName(p.Kind))
 	}
 	m, err := like(x.Str, p.Str)
 	if err != nil {
@@ -518,7 +518,7 @@ func (a *Arith) String() string { return binary(a.L, string(a.Op), a.R) }
 
 func arith(op byte, x, y row.Value) (row.Value, error) {
 	if !numeric(x.Kind) || !numeric(y.Kind) {
-		return null, fmt.Errorf("operator does not exist: %s %c %s", kindName(x.Kind), op, kindName(y.Kind))
+		return null, fmt.Errorf("operator does not exist: %s %c %s", KindName(x.Kind), op, KindName(y.Kind))
 	}
 	switch {
 	case x.Kind == row.KindFloat || y.Kind == row.KindFloat:
@@ -678,7 +678,7 @@ func textOf(v row.Value) (string, error) {
 	case row.KindFloat:
 		return pgFloat(v.Float), nil
 	}
-	return "", fmt.Errorf("%s values cannot be concatenated as text (cast them in the source or select them as a column)", kindName(v.Kind))
+	return "", fmt.Errorf("%s values cannot be concatenated as text (cast them in the source or select them as a column)", KindName(v.Kind))
 }
 
 // pgFloat renders a float8 as PostgreSQL 12+ does.
@@ -816,7 +816,7 @@ func (f *Func) Eval(r []row.Value) (row.Value, error) {
 		return null, err
 	}
 	if v.Kind != row.KindString {
-		return null, fmt.Errorf("function %s(%s) does not exist", f.Name, kindName(v.Kind))
+		return null, fmt.Errorf("function %s(%s) does not exist", f.Name, KindName(v.Kind))
 	}
 	b := []byte(v.Str)
 	for i, c := range b {
@@ -864,7 +864,7 @@ func (c *Cast) Eval(r []row.Value) (row.Value, error) {
 		f, err := toFloat(v)
 		return row.Float(f), err
 	}
-	return null, fmt.Errorf("cannot cast %s to %s", kindName(v.Kind), c.Name)
+	return null, fmt.Errorf("cannot cast %s to %s", KindName(v.Kind), c.Name)
 }
 
 func (c *Cast) String() string { return paren(c.X) + "::" + c.Name }

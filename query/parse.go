@@ -814,7 +814,7 @@ func (p *parser) typed(e expr.Expr, loc int32) (expr.Expr, error) {
 			return true // a NULL constant
 		}
 		if !compatible(lk, rk) {
-			p.errAt(loc, "operator does not exist: %s %s %s", kindText(lk), opText(e), kindText(rk))
+			p.errAt(loc, "operator does not exist: %s %s %s", expr.KindName(lk), opText(e), expr.KindName(rk))
 			return false
 		}
 		return true
@@ -844,7 +844,7 @@ func (p *parser) typed(e expr.Expr, loc int32) (expr.Expr, error) {
 	case *expr.Like:
 		for _, s := range []expr.Expr{x.X, x.Pattern} {
 			if k := p.kindOf(s); k != 0 && k != row.KindString && k != row.KindNull {
-				p.errAt(loc, "operator does not exist: %s ~~ text (LIKE needs text)", kindText(k))
+				p.errAt(loc, "operator does not exist: %s ~~ text (LIKE needs text)", expr.KindName(k))
 				ok = false
 			}
 		}
@@ -876,22 +876,4 @@ func opText(e expr.Expr) string {
 		return "IS DISTINCT FROM"
 	}
 	return "="
-}
-
-func kindText(k row.Kind) string {
-	switch k {
-	case row.KindInt:
-		return "integer"
-	case row.KindDecimal:
-		return "numeric"
-	case row.KindFloat:
-		return "double precision"
-	case row.KindString:
-		return "text"
-	case row.KindBytes:
-		return "bytea"
-	case row.KindBool:
-		return "boolean"
-	}
-	return k.String()
 }

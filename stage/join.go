@@ -404,9 +404,20 @@ func (j *Join) delete(kv KV, s Side, key, id []byte, v uint64, emit Emit) error 
 // Clear deletes every row of side s (a truncate of its table), emitting
 // what each delete would.
 func (j *Join) Clear(kv KV, s Side, version uint64, emit Emit) error {
+	return j.scanRows(kv, func(key []byte, side Side, id, _ []byte) error {
+		if side != s {
+			return nil
+		}
+		return j.delete(kv, s, key, id, version, emit)
+	})
+}
+
+// scanRows streams every row of the stage, its key, side and identity
+// (copies) split from its state key, and its stored value.
+func (j *Join) scanRows(kv KV, fn func(key []byte, s Side, id, value []byte) error) error {
 	prefix := []byte{'s', j.n, 'r'}
-	nk := len(j.side(s).Key)
-	return kv.Scan(prefix, nil, func(k, _ []byte) error {
+	nk := len(j.st.L.Key)
+	return kv.Scan(prefix, nil, func(k, v []byte) error {
 		rest := k[len(prefix):]
 		jl := 1
 		if rest[0] != Unmatchable {
@@ -416,12 +427,12 @@ func (j *Join) Clear(kv KV, s Side, version uint64, emit Emit) error {
 			}
 			jl = n
 		}
-		if len(rest) <= jl || Side(rest[jl]) != s {
-			return nil
+		if len(rest) <= jl {
+			return fmt.Errorf("%w: stage row key", row.ErrCorrupt)
 		}
 		key := append([]byte(nil), rest[:jl]...)
 		id := append([]byte(nil), rest[jl+1:]...)
-		return j.delete(kv, s, key, id, version, emit)
+		return fn(key, Side(rest[jl]), id, v)
 	})
 }
 

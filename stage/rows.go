@@ -7,22 +7,8 @@ import "github.com/cdcjoin/cdcjoin/row"
 // left row, then the padded rows. It is the output a sink holds after
 // applying everything the stage emitted.
 func (j *Join) Rows(kv KV, fn Emit) error {
-	prefix := []byte{'s', j.n, 'r'}
-	nk := len(j.st.L.Key)
 	var rec record
-	return kv.Scan(prefix, nil, func(k, v []byte) error {
-		rest := k[len(prefix):]
-		jl := 1
-		if rest[0] != Unmatchable {
-			_, n, err := row.DecodeKey(nil, rest, nk)
-			if err != nil {
-				return err
-			}
-			jl = n
-		}
-		key := append([]byte(nil), rest[:jl]...)
-		s := Side(rest[jl])
-		id := append([]byte(nil), rest[jl+1:]...)
+	return j.scanRows(kv, func(key []byte, s Side, id, v []byte) error {
 		if err := decodeRecord(v, &rec); err != nil {
 			return err
 		}
