@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -47,25 +46,10 @@ func (c *Config) TableNames() []string {
 // Optional); nil when the table declares nothing.
 func (c *Config) TableTypes(name string, cols []string) []row.ColumnType {
 	t, ok := c.Tables[name]
-	if !ok || len(t.Types) == 0 {
+	if !ok {
 		return nil
 	}
-	out := make([]row.ColumnType, len(cols))
-	for i, col := range cols {
-		decl, ok := t.Types[col]
-		if !ok {
-			continue
-		}
-		ct, err := pgschema.Column(decl, c.Debezium.Modes())
-		if err != nil {
-			continue // reported by validate
-		}
-		if slices.Contains(t.Key, col) {
-			ct.Optional = false
-		}
-		out[i] = ct
-	}
-	return out
+	return c.declaredTypes(&t, cols)
 }
 
 // valueNode returns the YAML value node at path, or nil.

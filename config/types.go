@@ -102,6 +102,11 @@ func (c *Config) projected(side row.Side) map[string]bool {
 // configuration must be valid.
 func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
 	t, _ := c.table(side)
+	return c.declaredTypes(t, cols)
+}
+
+// declaredTypes is DeclaredTypes of table t.
+func (c *Config) declaredTypes(t *Table, cols []string) []row.ColumnType {
 	if len(t.Types) == 0 {
 		return nil
 	}

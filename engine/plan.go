@@ -46,7 +46,7 @@ func (k *planKV) Scan(prefix, after []byte, fn func(key, value []byte) error) er
 	p := append([]byte{planPrefix}, prefix...)
 	var start []byte
 	if after != nil {
-		start = append(append(append([]byte{planPrefix}, after...)), 0)
+		start = append(append([]byte{planPrefix}, after...), 0)
 	}
 	err := k.t.AuxScan(p, start, func(key, value []byte) error { return fn(key[1:], value) })
 	if err == stage.ErrStop {
