@@ -17,6 +17,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/expr"
 	"github.com/cdcjoin/cdcjoin/query"
+	"github.com/cdcjoin/cdcjoin/row"
 )
 
 // Kind is a join kind.
@@ -178,4 +179,97 @@ func names(p *Plan, slots []Slot, idx []int) string {
 		parts[i] = slots[x].name(p)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// OutputTypes returns the select list's types, in order, given the types
+// of the tables' columns (column: FROM item and column name; zero when
+// unknown): a plain column's type, Optional when an outer join pads it;
+// for expressions, the type their operands give (text for ||, lower,
+// upper; boolean for conditions; the wider numeric type for arithmetic;
+// the first known branch for COALESCE and CASE), always Optional.
+func OutputTypes(p *Plan, column func(t int, col string) row.ColumnType) []row.ColumnType {
+	out := make([]row.ColumnType, len(p.Select))
+	last := p.Last()
+	for i, o := range p.Select {
+		if o.Source != nil {
+			ct := column(o.Source.Table, o.Source.Column)
+			if o.Nullable && ct.Known() {
+				ct.Optional = true
+			}
+			out[i] = ct
+			continue
+		}
+		ct := exprType(o.Expr, func(idx int) row.ColumnType {
+			s := last.Out[idx]
+			return column(s.Table, s.Column)
+		})
+		ct.Optional = true
+		out[i] = ct
+	}
+	return out
+}
+
+func exprType(e expr.Expr, col func(int) row.ColumnType) row.ColumnType {
+	switch x := e.(type) {
+	case *expr.Col:
+		return col(x.Index)
+	case *expr.Const:
+		return kindType(x.V.Kind)
+	case *expr.Lit, *expr.Concat, *expr.Func:
+		return kindType(row.KindString)
+	case *expr.Cast:
+		return kindType(x.To)
+	case *expr.Cmp, *expr.Distinct, *expr.And, *expr.Or, *expr.Not, *expr.IsNull, *expr.IsBool, *expr.In, *expr.Like:
+		return kindType(row.KindBool)
+	case *expr.Neg:
+		return exprType(x.X, col)
+	case *expr.NullIf:
+		return exprType(x.L, col)
+	case *expr.Arith:
+		a, b := exprType(x.L, col), exprType(x.R, col)
+		switch {
+		case a.Kind == row.KindFloat || b.Kind == row.KindFloat:
+			return kindType(row.KindFloat)
+		case a.Kind == row.KindDecimal || b.Kind == row.KindDecimal:
+			return row.ColumnType{Kind: row.KindDecimal, Connect: "bytes", Scale: -1}
+		case a.Kind == row.KindInt && b.Kind == row.KindInt:
+			return kindType(row.KindInt)
+		}
+	case *expr.Coalesce:
+		for _, a := range x.Args {
+			if t := exprType(a, col); t.Known() {
+				return t
+			}
+		}
+	case *expr.Case:
+		for _, a := range append(append([]expr.Expr{}, x.Then...), x.Else) {
+			if a == nil {
+				continue
+			}
+			if t := exprType(a, col); t.Known() {
+				return t
+			}
+		}
+	}
+	return row.ColumnType{}
+}
+
+func kindType(k row.Kind) row.ColumnType {
+	switch k {
+	case row.KindInt:
+		return row.ColumnType{Kind: k, Connect: "int64"}
+	case row.KindFloat:
+		return row.ColumnType{Kind: k, Connect: "float64"}
+	case row.KindBool:
+		return row.ColumnType{Kind: k, Connect: "boolean"}
+	case row.KindString:
+		return row.ColumnType{Kind: k, Connect: "string"}
+	case row.KindDecimal:
+		return row.ColumnType{Kind: k, Connect: "bytes", Scale: -1}
+	case row.KindDate:
+		return row.ColumnType{Kind: k, Connect: "int32", Logical: "io.debezium.time.Date"}
+	case row.KindTimestamp:
+		return row.ColumnType{Kind: k, Connect: "int64", Logical: "io.debezium.time.MicroTimestamp"}
+	}
+	return row.ColumnType{}
 }
