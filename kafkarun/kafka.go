@@ -3,13 +3,10 @@ package kafkarun
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"time"
 
@@ -34,24 +31,9 @@ func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if k.TLS.Enabled {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLS.InsecureSkipVerify}
-		if k.TLS.CAFile != "" {
-			pem, err := os.ReadFile(k.TLS.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("cdcjoin: kafka.tls.ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("cdcjoin: kafka.tls.ca_file %s: no PEM certificates", k.TLS.CAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if k.TLS.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(k.TLS.CertFile, k.TLS.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("cdcjoin: kafka.tls client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
+		tc, err := k.TLS.ClientConfig()
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
@@ -243,7 +225,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err)
+		return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err))
 	}
 	start, _ := starts.Lookup(topic, p)
 	first := max(start.Offset, from)
@@ -258,7 +240,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err)
+		return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err))
 	}
 	defer cl.Close()
 	next := first
@@ -276,7 +258,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 			}
 		})
 		if ferr != nil {
-			return fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, ferr)
+			return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, ferr))
 		}
 		got := false
 		var rerr error
@@ -311,7 +293,7 @@ func partitionEnd(ctx context.Context, adm *kadm.Client, topic string, p int32) 
 		err = ends.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("cdcjoin: restore %s/%d: list offsets: %w", topic, p, err)
+		return 0, kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: list offsets: %w", topic, p, err))
 	}
 	o, ok := ends.Lookup(topic, p)
 	if !ok {

@@ -70,7 +70,8 @@ type keying struct {
 	// writes.
 	keyTypesSaved, keyTypesPending int
 
-	busy *busyKeys // the busiest join keys (metrics)
+	busy   *busyKeys   // the busiest join keys (metrics)
+	health stageHealth // progress and failures (fault.go)
 
 	mu  sync.Mutex
 	idx map[sourcePart]*joinstate.Store // source partition → its index
@@ -90,24 +91,36 @@ type keying struct {
 func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
 	k := &keying{
 		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
-		dec:    job.NewDecoder(cfg, spec),
-		keyer:  keyed.NewKeyer(spec),
 		idx:    map[sourcePart]*joinstate.Store{},
 		txns:   map[sourcePart]*joinstate.Txn{},
 		logged: map[sourcePart]int64{},
 		busy:   newBusyKeys(spec, cfg.Skew.TopKeys),
 	}
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		k.policy.Writer = k
+	}
+	k.txid = cfg.Kafka.Group + "-keying-" + cfg.Kafka.InstanceID
+	if err := k.open(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// open makes the stage's session (a new Kafka client in the keying group)
+// with a fresh decoder and keyer: what a start of the process would make.
+// The indexes are restored when their partitions are assigned.
+func (k *keying) open() error {
+	cfg := k.cfg
+	k.dec = job.NewDecoder(cfg, k.spec)
+	k.keyer = keyed.NewKeyer(k.spec)
 	// The keyed topic is compacted: parent rows must be complete in it.
 	k.keyer.ResolveParents = true
 	// Every index write goes to the index's changelog topic, in the same
 	// transaction.
 	k.keyer.Changelog = k.changelog
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		k.policy.Writer = k
-	}
+	k.keyTypesSaved, k.keyTypesPending = 0, 0
 	kc := &cfg.Kafka
-	k.txid = kc.Group + "-keying-" + kc.InstanceID
-	opts := producerOpts(kc, base,
+	opts := producerOpts(kc, k.base,
 		kgo.ConsumerGroup(kc.KeyingGroup()),
 		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -121,7 +134,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 		kgo.TransactionTimeout(kc.TransactionTimeout),
 		kgo.ProducerLinger(kc.Linger),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytesFn(batchLimit(top.limits)),
+		kgo.ProducerBatchMaxBytesFn(batchLimit(k.top.limits)),
 		kgo.OnPartitionsAssigned(k.assignPartitions),
 		kgo.OnOffsetsFetched(k.offsetsFetched),
 		kgo.OnPartitionsRevoked(k.dropPartitions),
@@ -129,10 +142,10 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 	)
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cdcjoin: keying: kafka client: %w", err)
+		return fmt.Errorf("cdcjoin: keying: kafka client: %w", err)
 	}
 	k.sess = sess
-	return k, nil
+	return nil
 }
 
 // sourcePart names a source partition: the side's topic and a partition.
@@ -188,9 +201,45 @@ func (k *keying) close() {
 }
 
 // run polls, keys and commits until ctx is done (then it returns nil after
-// finishing the transaction in progress) or a fatal error occurs.
+// finishing the transaction in progress) or a fatal error occurs. A Kafka
+// failure (restartable: a broker restart, a lost group session, a
+// transaction that ran into its deadline) restarts the stage from what it
+// committed, with a new session, as a restart of the process would; a
+// stage that has not made progress for persistentErrors stops Run.
 func (k *keying) run(ctx context.Context) error {
 	size := newTxnSize(k.cfg.Kafka.TransactionRecords, k.cfg.Kafka.TransactionTimeout)
+	k.health.progressed(time.Now())
+	var backoff time.Duration
+	for {
+		err := k.session(ctx, size)
+		var re *restartable
+		if err == nil || ctx.Err() != nil || !errors.As(err, &re) {
+			return err
+		}
+		now := time.Now()
+		k.health.failed(now, err)
+		if d := now.Sub(k.health.lastProgress()); d > persistentErrors {
+			return fmt.Errorf("cdcjoin: keying: no progress for %v: %w", d.Round(time.Second), re.err)
+		}
+		backoff = min(max(2*backoff, restartBackoff), maxRestartBackoff)
+		k.m.Errors.WithLabelValues("keying", "restart").Inc()
+		k.log.Warn("keying stage restarting after a Kafka failure (continuing from what was committed)",
+			"err", re.err, "backoff", backoff, "without_progress", now.Sub(k.health.lastProgress()).Round(time.Millisecond))
+		k.close()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		if err := k.open(); err != nil {
+			return err
+		}
+	}
+}
+
+// session runs the stage on its current session until ctx is done or an
+// error.
+func (k *keying) session(ctx context.Context, size *txnSize) error {
 	var errs errWindow
 	for {
 		// A bounded poll, so that indexes of newly assigned partitions are
@@ -221,10 +270,15 @@ func (k *keying) run(ctx context.Context) error {
 		}
 		if fs.NumRecords() == 0 {
 			k.sess.AllowRebalance()
+			if !hadErr {
+				k.health.progressed(time.Now()) // caught up
+			}
 			continue
 		}
 		began := time.Now()
-		err = k.transact(ctx, fs)
+		k.health.busy(began)
+		err = k.transact(ctx, fs, began)
+		k.health.busy(time.Time{})
 		size.observe(fs.NumRecords(), time.Since(began))
 		if err != nil {
 			k.sess.AllowRebalance()
@@ -233,12 +287,24 @@ func (k *keying) run(ctx context.Context) error {
 			}
 			return err
 		}
+		k.health.progressed(time.Now())
 		k.sess.AllowRebalance()
 	}
 }
 
 // transact keys one poll's records inside one transaction and commits it.
-func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
+//
+// Every Kafka call of the transaction runs under tctx, which survives the
+// shutdown of ctx (so that the poll in progress commits as a whole) for at
+// most kafka.drain_timeout, and ends in any case txnGrace after the
+// transaction's timeout (the broker has aborted it by then). Without that
+// bound End can wait forever: when the group session fails during the
+// transaction, franz-go's End waits for a heartbeat of the failed session
+// or for the lost callback, which BlockRebalanceOnPoll holds back until
+// this goroutine returns (issue 24). A failure of a Kafka call is
+// restartable: the transaction is not committed (or not known to be), and
+// the stage starts over from what was.
+func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) error {
 	// Bring the indexes of newly assigned partitions up to date before the
 	// transaction begins: a long rebuild must not run into the
 	// transaction timeout.
@@ -246,19 +312,21 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if side := k.dec.Side(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
 			_, rerr = k.index(ctx, sourcePart{side, p.Partition})
+			last := p.Records[len(p.Records)-1].Offset
+			k.m.KeyingLag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(max(p.HighWatermark-last-1, 0)))
 		}
 	})
 	if rerr != nil {
 		return rerr
 	}
+	kc := &k.cfg.Kafka
 	if err := k.sess.Begin(); err != nil {
-		return fenced(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), &k.cfg.Kafka, k.txid)
+		return k.kafkaFault(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), began)
 	}
 	k.perr = nil
 	clear(k.logged)
-	// Records of a transaction are produced even while shutting down, so
-	// that the poll in progress commits as a whole (drain).
-	pctx := context.WithoutCancel(ctx)
+	pctx, cancel := drainContext(ctx, began.Add(kc.TransactionTimeout+txnGrace), kc.DrainTimeout)
+	defer cancel()
 	var err error
 	fs.EachRecord(func(r *kgo.Record) {
 		if err == nil {
@@ -269,25 +337,26 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		k.saveKeyTypes(pctx)
 	}
 	k.pmu.Lock()
-	if err == nil {
-		err = k.perr
+	if err == nil && k.perr != nil {
+		err = k.kafkaFault(k.perr, began)
 	}
 	k.pmu.Unlock()
-	// Use a context that survives shutdown so that the transaction in
-	// progress ends (commits or aborts) instead of dangling.
-	ectx := context.WithoutCancel(ctx)
 	if err != nil {
-		_, aerr := k.sess.End(ectx, kgo.TryAbort)
+		_, aerr := k.sess.End(pctx, kgo.TryAbort)
 		k.abortTxns()
 		if aerr != nil {
 			k.log.Warn("abort transaction", "err", aerr)
 		}
-		return fenced(err, &k.cfg.Kafka, k.txid)
+		return err
 	}
-	committed, err := k.sess.End(ectx, kgo.TryCommit)
+	committed, err := k.sess.End(pctx, kgo.TryCommit)
 	if err != nil {
 		k.abortTxns()
-		return fenced(fmt.Errorf("cdcjoin: keying: end transaction: %w", err), &k.cfg.Kafka, k.txid)
+		if pctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("not ended within kafka.transaction_timeout (%v) and %v of its start (the broker or the group session does not answer): %w",
+				kc.TransactionTimeout, txnGrace, err)
+		}
+		return k.kafkaFault(fmt.Errorf("cdcjoin: keying: end transaction: %w", err), began)
 	}
 	if !committed {
 		// A rebalance intervened: the session rewound to the committed
@@ -611,7 +680,7 @@ func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []b
 	}
 	if err != nil {
 		s.Close()
-		return nil, 0, fmt.Errorf("cdcjoin: keying: %s/%d offsets: %w", topic, p, err)
+		return nil, 0, kafkaFault(fmt.Errorf("cdcjoin: keying: %s/%d offsets: %w", topic, p, err))
 	}
 	st, _ := starts.Lookup(topic, p)
 	if from < st.Offset || from > end {

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -124,6 +125,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	reg, gat := opts.Registry, opts.Gatherer
 	if reg == nil && cfg.Kafka.MetricsAddr != "" {
 		r := prometheus.NewRegistry()
+		// The process's CPU, memory and file descriptors, and the Go runtime's.
+		r.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 		reg, gat = r, r
 	}
 	if gat == nil {
@@ -167,9 +170,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		defer reg.Unregister(sc)
 	}
+	var kstage atomic.Pointer[keying] // set once the keying stage exists
 	if opts.Ready != nil {
-		limit := stuckAfter(cfg)
+		limit, klimit := stuckAfter(cfg), keyingStall(cfg)
 		opts.Ready.SetLiveness(func() error {
+			if k := kstage.Load(); k != nil {
+				if err := k.health.stalled("keying", time.Now(), klimit); err != nil {
+					return err
+				}
+			}
 			if j := stage.Load(); j != nil {
 				if p, d, ok := j.stuck(time.Now(), limit); ok {
 					return fmt.Errorf("join partition %d has been in one batch for %v (more than %v)", p, d.Round(time.Second), limit)
@@ -256,6 +265,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		defer reg.Unregister(skc)
 	}
 	stage.Store(j)
+	kstage.Store(k)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -275,6 +285,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Ready != nil {
 		// Ready once every owned partition caught up (ready.go).
 		opts.Ready.SetCheck(func() error {
+			if err := k.health.notReady("keying"); err != nil {
+				return err
+			}
 			if err := k.notReady(); err != nil {
 				return err
 			}
@@ -308,6 +321,14 @@ func stuckAfter(cfg *config.Config) time.Duration {
 		d += cfg.ClickHouse.Retry.MaxElapsed
 	}
 	return d
+}
+
+// keyingStall is how long the keying stage may go without progress while
+// it has work (a failure it restarts after, a transaction in progress)
+// before liveness fails: a transaction's deadline (its timeout and
+// txnGrace) plus a group session.
+func keyingStall(cfg *config.Config) time.Duration {
+	return cfg.Kafka.TransactionTimeout + txnGrace + cfg.Kafka.SessionTimeout
 }
 
 // lockedSink serializes a shared sink's calls. Close is a no-op: the

@@ -28,4 +28,5 @@ else
 	mkdir -p "$cache" && touch "$flink_mark"
 fi
 go mod download
+(cd deploy && go mod download)
 echo "deps: installed in $(( $(date +%s) - start ))s" >&2

@@ -12,6 +12,9 @@ bad=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
 echo "== go vet"
 go vet ./...
+# deploy/ is a Go module of its own (Helm, Kubernetes API types, the PromQL parser,
+# compose-go: kept out of cdcjoin's go.mod); its tests run below.
+(cd deploy && go vet ./...)
 
 cleanup() {
   deploy/local/kafka.sh down >/dev/null 2>&1 || true
@@ -34,6 +37,8 @@ echo "== go test -race (integration tests against the real servers)"
 # TestServerRestart stops and restarts the shared ClickHouse server: it runs
 # on its own below, not while other packages' tests use the server.
 go test -race -short -count=1 -timeout 30m -skip '^TestServerRestart$' ./...
+echo "== deploy/: Helm chart (lint, render), Kubernetes manifests (strict API types), dashboard against a live run, compose file"
+(cd deploy && go test -count=1 -timeout 15m ./...)
 echo "== ClickHouse stopped and restarted under the sink (alone: it restarts the shared server)"
 go test -race -short -count=1 -timeout 10m -run '^TestServerRestart$' ./sink/clickhouse/
 echo "== oracle: 30 seeds x INNER/LEFT, crash/restart"

@@ -3,15 +3,12 @@ package clickhouse
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,7 +115,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		Compression:  &ch.Compression{Method: ch.CompressionLZ4},
 	}
 	if c.TLS.Enabled {
-		tc, err := tlsConfig(&c.TLS)
+		tc, err := c.TLS.ClientConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -199,29 +196,6 @@ func knownTypes(ts []row.ColumnType) bool {
 		}
 	}
 	return false
-}
-
-func tlsConfig(t *config.ClickHouseTLS) (*tls.Config, error) {
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("cdcjoin: clickhouse: tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("cdcjoin: clickhouse: tls.ca_file %s: no PEM certificates", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cdcjoin: clickhouse: tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // retry runs f until it succeeds, fails with a non-retryable error, the
