@@ -219,3 +219,16 @@ func (c *Config) planOutputTypes() []row.ColumnType {
 		return d[0]
 	})
 }
+
+// AsPlan returns a copy of a SQL job of the parent/child shape that runs
+// it as a multi-stage plan instead (tests and benchmarks comparing the two
+// cores on one query); other configurations are returned as they are.
+func (c *Config) AsPlan() *Config {
+	if c.compiled == nil || c.plan != nil {
+		return c
+	}
+	out := *c
+	out.plan = c.compiled
+	out.Parent, out.Child, out.Select = Table{}, Table{}, nil
+	return &out
+}

@@ -6,6 +6,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/config"
@@ -32,8 +33,15 @@ func Shape(cfg *config.Config) keyed.Shape {
 // Spec compiles the join described by cfg. A configuration that passed
 // config's validation always compiles.
 func Spec(cfg *config.Config) (*keyed.Spec, error) {
+	if cfg.Plan() != nil {
+		return nil, ErrPlan
+	}
 	return keyed.NewSpec(Shape(cfg))
 }
+
+// ErrPlan: the job is a multi-stage plan (config.Plan), not a
+// parent/child join; `run`, `handover` and the bench do not run plans yet.
+var ErrPlan = errors.New("cdcjoin: this query compiles to a multi-stage plan, which `cdcjoin replay` runs; `run`, `handover` and `bench` run the parent/child shape only so far (see `cdcjoin explain`)")
 
 // MustSpec is Spec for configurations validated by package config (tests,
 // tools); it panics on a shape Spec rejects.
