@@ -359,6 +359,8 @@ func (e *Engine) Stats() Stats {
 	s := e.stats
 	if e.join != nil {
 		s.Join = e.join.Stats
+	} else {
+		s.Join = e.planStats()
 	}
 	s.FanOutsChunked, s.InputsWaited = e.fair.Chunked(), e.fair.Waited()
 	return s

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/stage"
 )
@@ -136,4 +137,19 @@ func (e *Engine) finalPlan(t *joinstate.Txn, fn func(parentKey, childKey, vals [
 		}
 	}
 	return nil
+}
+
+// planStats sums the plan's stages' counters into the join's (the largest
+// fan-out of any stage).
+func (e *Engine) planStats() keyed.Stats {
+	var s keyed.Stats
+	for n := 1; n <= len(e.pipe.Plan().Stages); n++ {
+		st := e.pipe.Stats(n)
+		s.Inputs += st.Inputs
+		s.Upserts += st.Upserts
+		s.Retractions += st.Retractions
+		s.NoOps += st.NoOps
+		s.MaxFanOut = max(s.MaxFanOut, st.MaxFanOut)
+	}
+	return s
 }
