@@ -1,6 +1,5 @@
 package joinstate
 
-
 // auxKey builds the key of an Aux entry in t.key. The Aux keyspace has no
 // generation: truncates never clear it.
 func (t *Txn) auxKey(key []byte) []byte {
