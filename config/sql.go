@@ -185,14 +185,20 @@ func (c *Config) validateSQL(p *Problems) {
 		c.asParentChild(pl, sh)
 		return
 	}
+	for _, name := range c.TableNames() {
+		if f := c.Tables[name].Format; (f != "" && f != FormatJSON) || (c.Format != "" && c.Format != FormatJSON) {
+			c.add(p, "format: a multi-stage plan reads JSON records (Kafka Connect's JsonConverter) only so far; avro and protobuf work for the two-table parent/child shape", "tables", name)
+			return
+		}
+	}
 	c.plan = pl
 }
 
 // asParentChild fills the parent/child form from a query of its shape.
 func (c *Config) asParentChild(pl *plan.Plan, sh plan.LegacyShape) {
 	pt, ct := c.Tables[pl.Tables[0].Name], c.Tables[pl.Tables[1].Name]
-	c.Parent = Table{Topic: pt.Topic, Key: pt.Key, Types: pt.Types}
-	c.Child = Table{Topic: ct.Topic, Key: ct.Key, ParentKey: sh.ChildFK, Types: ct.Types}
+	c.Parent = Table{Topic: pt.Topic, Key: pt.Key, Types: pt.Types, Format: pt.Format}
+	c.Child = Table{Topic: ct.Topic, Key: ct.Key, ParentKey: sh.ChildFK, Types: ct.Types, Format: ct.Format}
 	c.Join = Inner
 	if sh.Left {
 		c.Join = Left

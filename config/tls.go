@@ -42,3 +42,8 @@ func clientTLS(section, caFile, certFile, keyFile string, insecure bool) (*tls.C
 	}
 	return tc, nil
 }
+
+// ClientConfig is the TLS client configuration of t (as KafkaTLS's).
+func (t *RegistryTLS) ClientConfig() (*tls.Config, error) {
+	return clientTLS("schema_registry.tls", t.CAFile, t.CertFile, t.KeyFile, t.InsecureSkipVerify)
+}

@@ -62,6 +62,9 @@ type Record struct {
 	Offset    int64
 	Key       []byte
 	Value     []byte
+	// Headers are the Kafka record's headers (Apicurio's serializers may
+	// carry schema ids there); nil for most records.
+	Headers []debezium.Header
 }
 
 // Options configure an Engine.
@@ -85,6 +88,9 @@ type Options struct {
 	// WarmAlways makes Warmers read ahead whatever the state's size (tests;
 	// by default only while it pays: joinstate.Store.WarmingPays).
 	WarmAlways bool
+	// Schemas resolves the schema ids of Avro and Protobuf records
+	// (job.OpenSchemas); nil for a JSON job.
+	Schemas debezium.SchemaSource
 }
 
 // Stats is a snapshot of what an Engine has done.
@@ -212,7 +218,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy, syncEach: cfg.State.Sync,
-		dec: job.NewDecoder(cfg, spec), buf: sink.NewBuffer(opts.Sink, 0),
+		dec: job.NewDecoder(cfg, spec, opts.Schemas), buf: sink.NewBuffer(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
 	if spec != nil {
@@ -390,7 +396,7 @@ type Decoded struct {
 // NewDecoder returns a decoder for e's topics, for use on another
 // goroutine (see Decode), knowing the key column types learned so far.
 func (e *Engine) NewDecoder() *job.Decoder {
-	d := job.NewDecoder(e.cfg, e.spec)
+	d := job.NewDecoder(e.cfg, e.spec, e.opts.Schemas)
 	d.RestoreKeyTypes(e.keyTypes) // the engine's own encoding: cannot fail
 	return d
 }
@@ -403,7 +409,7 @@ func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	if pd := d.Plan(); pd != nil {
 		decodePlan(pd, r, out)
 	} else {
-		out.side, out.ok, out.Err = d.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &out.ev)
+		out.side, out.ok, out.Err = d.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Headers, &out.ev)
 	}
 	out.keyTypes = nil
 	if d.KeyTypesLearned() != learned {
@@ -412,6 +418,9 @@ func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	if out.Err != nil {
 		out.Record.Key = append([]byte(nil), r.Key...)
 		out.Record.Value = append([]byte(nil), r.Value...)
+		for _, h := range r.Headers {
+			out.Record.Headers = append(out.Record.Headers, debezium.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+		}
 	}
 }
 
@@ -446,6 +455,9 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 		}
 		l := deadletter.Letter{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 			Key: r.Key, Value: r.Value, Stage: "engine", Kind: bad.kind, Err: bad.err}
+		for _, h := range r.Headers {
+			l.Headers = append(l.Headers, deadletter.Header{Key: h.Key, Value: h.Value})
+		}
 		if err := e.policy.Handle(ctx, &l); err != nil {
 			return err
 		}
@@ -478,6 +490,10 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 		e.keyTypes, e.keyTypesDirty = d.keyTypes, true
 	}
 	if d.Err != nil {
+		var se *debezium.SourceError
+		if errors.As(d.Err, &se) {
+			return d.Err // the schema registry failed, not the record
+		}
 		kind := "decode"
 		var de *debezium.DecodeError
 		if errors.As(d.Err, &de) {

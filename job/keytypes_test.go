@@ -24,7 +24,7 @@ state: {dir: /tmp/unused}
 		return []byte(`{"after":{"id":1,"user_id":` + fk + `,"name":"n"},"op":"c"}`)
 	}
 	var ev debezium.Event
-	d := NewDecoder(cfg, spec)
+	d := NewDecoder(cfg, spec, nil)
 	if _, _, err := d.Decode("domains", 0, 0, nil, child(`"a"`), &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -32,11 +32,11 @@ state: {dir: /tmp/unused}
 		t.Fatal(err)
 	}
 	saved := d.KeyTypes()
-	fresh := NewDecoder(cfg, spec)
+	fresh := NewDecoder(cfg, spec, nil)
 	if _, _, err := fresh.Decode("domains", 0, 1, nil, child(`5`), &ev); err != nil {
 		t.Fatalf("a fresh decoder learns afresh: %v", err)
 	}
-	restored := NewDecoder(cfg, spec)
+	restored := NewDecoder(cfg, spec, nil)
 	if err := restored.RestoreKeyTypes(saved); err != nil {
 		t.Fatal(err)
 	}

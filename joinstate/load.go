@@ -335,7 +335,7 @@ func (l *Load) warmCache() {
 		key := b[n : n+int(kl)]
 		b = b[n+int(kl):]
 		vl, m := binary.Uvarint(b)
-		c.fill(key, true, b[m:m+int(vl)])
+		c.fill(key, true, b[m:m+int(vl)], nil)
 		b = b[m+int(vl):]
 	}
 	for _, p := range []byte{prefixParent, prefixChild, prefixIndex, prefixPIndex} {

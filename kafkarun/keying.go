@@ -61,6 +61,8 @@ type keying struct {
 	txid string // the session's transactional id
 
 	dec     *job.Decoder
+	hdrs    []debezium.Header     // headers of the record being decoded
+	schemas debezium.SchemaSource // resolves Avro schema ids (nil for JSON)
 	keyer   *keyed.Keyer
 	policy  deadletter.Policy
 	ev      debezium.Event
@@ -88,13 +90,14 @@ type keying struct {
 	scratch []byte // for keyedSize
 }
 
-func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
+func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics, schemas debezium.SchemaSource) (*keying, error) {
 	k := &keying{
 		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
-		idx:    map[sourcePart]*joinstate.Store{},
-		txns:   map[sourcePart]*joinstate.Txn{},
-		logged: map[sourcePart]int64{},
-		busy:   newBusyKeys(spec, cfg.Skew.TopKeys),
+		schemas: schemas,
+		idx:     map[sourcePart]*joinstate.Store{},
+		txns:    map[sourcePart]*joinstate.Txn{},
+		logged:  map[sourcePart]int64{},
+		busy:    newBusyKeys(spec, cfg.Skew.TopKeys),
 	}
 	if cfg.Errors.Policy == config.PolicyDLQ {
 		k.policy.Writer = k
@@ -111,7 +114,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 // The indexes are restored when their partitions are assigned.
 func (k *keying) open() error {
 	cfg := k.cfg
-	k.dec = job.NewDecoder(cfg, k.spec)
+	k.dec = job.NewDecoder(cfg, k.spec, k.schemas)
 	k.keyer = keyed.NewKeyer(k.spec)
 	// The keyed topic is compacted: parent rows must be complete in it.
 	k.keyer.ResolveParents = true
@@ -319,6 +322,18 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) 
 	if rerr != nil {
 		return rerr
 	}
+	// Fetch the schemas of Avro/Protobuf records before the transaction
+	// begins too: a registry outage is waited out here, not inside a
+	// transaction that would time out.
+	fs.EachRecord(func(r *kgo.Record) {
+		if rerr == nil {
+			rerr = k.dec.Prefetch(r.Topic, r.Key, r.Value, k.headers(r))
+		}
+	})
+	if rerr != nil {
+		return rerr
+	}
+	began = time.Now() // the transaction's time starts after any wait for the registry
 	kc := &k.cfg.Kafka
 	if err := k.sess.Begin(); err != nil {
 		return k.kafkaFault(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), began)
@@ -421,8 +436,12 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 			return err
 		}
 	}
-	side, ok, err := k.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &k.ev)
+	side, ok, err := k.dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, k.headers(r), &k.ev)
 	if err != nil {
+		var se *debezium.SourceError
+		if errors.As(err, &se) {
+			return err // the schema registry failed, not the record
+		}
 		var de *debezium.DecodeError
 		kind := "decode"
 		if errors.As(err, &de) {
@@ -458,6 +477,19 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 		return fmt.Errorf("cdcjoin: keying: record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	return err
+}
+
+// headers returns r's headers for the decoder (nil without any), in a
+// buffer reused by the next call.
+func (k *keying) headers(r *kgo.Record) []debezium.Header {
+	if len(r.Headers) == 0 {
+		return nil
+	}
+	k.hdrs = k.hdrs[:0]
+	for _, h := range r.Headers {
+		k.hdrs = append(k.hdrs, debezium.Header{Key: h.Key, Value: h.Value})
+	}
+	return k.hdrs
 }
 
 // keyedLimit returns the smaller max.message.bytes of the keyed topic and

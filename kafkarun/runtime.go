@@ -63,6 +63,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/version"
@@ -237,7 +238,16 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			}
 		}()
 	}
-	k, err := newKeying(cfg, spec, base, adm, top, log, m)
+	schemas, err := job.OpenSchemas(cfg, registry.Options{Log: log.With("stage", "registry"), Registerer: reg})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	defer schemas.Close()
+	stopSchemas := context.AfterFunc(ctx, schemas.Close) // a fetch waiting for the registry ends at shutdown
+	defer stopSchemas()
+	k, err := newKeying(cfg, spec, base, adm, top, log, m, schemas)
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -285,6 +295,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Ready != nil {
 		// Ready once every owned partition caught up (ready.go).
 		opts.Ready.SetCheck(func() error {
+			if err := schemas.NotReady(); err != nil {
+				return err
+			}
 			if err := k.health.notReady("keying"); err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -40,7 +41,14 @@ func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]row.Colu
 	if err != nil {
 		return nil, err
 	}
-	dec := job.NewDecoder(cfg, spec)
+	schemas, err := job.OpenSchemas(cfg, registry.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer schemas.Close()
+	defer context.AfterFunc(ctx, schemas.Close)()
+	dec := job.NewDecoder(cfg, spec, schemas)
+	var hdrs []debezium.Header
 	var types job.Types
 	var ev debezium.Event
 	for n := 0; n < limit && !types.Complete() && ctx.Err() == nil; {
@@ -49,7 +57,11 @@ func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]row.Colu
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			if side, ok, err := dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &ev); err == nil && ok {
+			hdrs = hdrs[:0]
+			for _, h := range r.Headers {
+				hdrs = append(hdrs, debezium.Header{Key: h.Key, Value: h.Value})
+			}
+			if side, ok, err := dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, hdrs, &ev); err == nil && ok {
 				types.Observe(side, &ev)
 			}
 		})
