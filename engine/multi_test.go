@@ -297,7 +297,7 @@ func runMulti(tt interface {
 	}
 	opts := cdcgen.DefaultMultiOptions(seed)
 	if testing.Short() {
-		opts.Ops = 1500
+		opts.Ops = 1000
 	}
 	if *flagOps > 0 {
 		opts.Ops = *flagOps
