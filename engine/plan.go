@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -27,8 +28,16 @@ import (
 // planKV is the Pipeline's state on a joinstate.Txn: its keys live in the
 // Txn's Aux keyspace under their own prefix, committed with the rest.
 type planKV struct {
-	t   *joinstate.Txn
+	e   *Engine        // the engine's Txn in progress, or
+	t   *joinstate.Txn // this one (reading a committed state)
 	key []byte
+}
+
+func (k *planKV) txn() *joinstate.Txn {
+	if k.e != nil {
+		return k.e.txn
+	}
+	return k.t
 }
 
 // planPrefix keeps the plan's keys apart from skew's Aux keys.
@@ -39,9 +48,9 @@ func (k *planKV) wrap(key []byte) []byte {
 	return k.key
 }
 
-func (k *planKV) Get(key []byte) ([]byte, bool, error) { return k.t.Aux(k.wrap(key)) }
-func (k *planKV) Put(key, value []byte) error          { return k.t.PutAux(k.wrap(key), value) }
-func (k *planKV) Delete(key []byte) error              { return k.t.DeleteAux(k.wrap(key)) }
+func (k *planKV) Get(key []byte) ([]byte, bool, error) { return k.txn().Aux(k.wrap(key)) }
+func (k *planKV) Put(key, value []byte) error          { return k.txn().PutAux(k.wrap(key), value) }
+func (k *planKV) Delete(key []byte) error              { return k.txn().DeleteAux(k.wrap(key)) }
 
 func (k *planKV) Scan(prefix, after []byte, fn func(key, value []byte) error) error {
 	p := append([]byte{planPrefix}, prefix...)
@@ -49,7 +58,7 @@ func (k *planKV) Scan(prefix, after []byte, fn func(key, value []byte) error) er
 	if after != nil {
 		start = append(append([]byte{planPrefix}, after...), 0)
 	}
-	err := k.t.AuxScan(p, start, func(key, value []byte) error { return fn(key[1:], value) })
+	err := k.txn().AuxScan(p, start, func(key, value []byte) error { return fn(key[1:], value) })
 	if err == stage.ErrStop {
 		return nil
 	}
@@ -77,7 +86,7 @@ func decodePlan(d *job.PlanDecoder, r *Record, out *Decoded) {
 
 // applyPlan applies a decoded record of a plan's topic.
 func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
-	emit := e.emitter(ctx)
+	emit := e.output(ctx).Emit
 	r := &d.Record
 	next := func() uint64 {
 		v := e.clock.At(e.inputs)
@@ -91,9 +100,9 @@ func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
 		var xe *stage.ExprError
 		switch {
 		case errors.As(err, &ke):
-			return &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
+			return &driver.Bad{Kind: "key", Err: fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %s", r.Topic, r.Partition, r.Offset, strings.TrimPrefix(err.Error(), "cdcjoin: "))}
 		case errors.As(err, &xe):
-			return &badError{"query", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %s", r.Topic, r.Partition, r.Offset, strings.TrimPrefix(err.Error(), "cdcjoin: "))}
+			return &driver.Bad{Kind: "query", Err: fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %s", r.Topic, r.Partition, r.Offset, strings.TrimPrefix(err.Error(), "cdcjoin: "))}
 		case err != nil:
 			return err
 		}
