@@ -213,8 +213,8 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 type decodedBatch struct {
 	recs   []engine.Decoded
 	pre    joinstate.Prefetch // read ahead for recs (engine.Warmer)
-	bytes  []int   // key + value bytes per record
-	tsMs   []int64 // per record
+	bytes  []int              // key + value bytes per record
+	tsMs   []int64            // per record
 	last   bool
 	genCPU float64
 }

@@ -55,19 +55,19 @@ type PeerComparison struct {
 	// Records is the number of input Kafka records (snapshot + cdc + storm
 	// files; tombstones included, latency probes not generated): the
 	// numerator of every records/s figure.
-	Records      int64        `json:"records"`
-	Rows         int64        `json:"rows"`
-	Tombstones   int64        `json:"tombstones"`
-	FilledBefore int64        `json:"filled_before"`
-	InputBytes   int64        `json:"input_bytes"`
-	PeerBytes    int64        `json:"peer_input_bytes"`
-	FinalRows    int64        `json:"final_rows,omitempty"`
+	Records      int64 `json:"records"`
+	Rows         int64 `json:"rows"`
+	Tombstones   int64 `json:"tombstones"`
+	FilledBefore int64 `json:"filled_before"`
+	InputBytes   int64 `json:"input_bytes"`
+	PeerBytes    int64 `json:"peer_input_bytes"`
+	FinalRows    int64 `json:"final_rows,omitempty"`
 	// Input names the replay files compared on, when not generated.
-	Input []string `json:"input,omitempty"`
-	Rounds       int          `json:"rounds"`
-	Systems      []PeerSystem `json:"systems"`
-	Runs         []PeerRun    `json:"runs"`
-	Checks       []PeerCheck  `json:"checks,omitempty"`
+	Input   []string     `json:"input,omitempty"`
+	Rounds  int          `json:"rounds"`
+	Systems []PeerSystem `json:"systems"`
+	Runs    []PeerRun    `json:"runs"`
+	Checks  []PeerCheck  `json:"checks,omitempty"`
 }
 
 // PeerSystem is one system's summary; Systems[0] is cdcjoin.
