@@ -360,6 +360,7 @@ func (d *Decoder) decodeRegistry(key, value []byte, headers []Header, ev *Event)
 		return false, &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(ev.Op.String())}
 	}
 	ev.Types = e.proj.types
+	d.noteTypes(e.proj.types)
 	if len(key) == 0 {
 		return true, nil
 	}
@@ -421,7 +422,7 @@ func (d *Decoder) avroEnvelope(r *avroReader, e *avroEnvelope, id SchemaID, ev *
 				img, path = &ev.After, "after"
 				if e.missing >= 0 {
 					return &DecodeError{Kind: ErrMissingColumn, Field: "value.after." + d.cols[e.missing], Offset: -1, SchemaID: id.ID,
-						Reason: "projected column absent from the row schema (" + id.String() + ")"}
+						Reason: d.missingReason(e.missing, "the row schema of "+id.String())}
 				}
 			}
 			if de := d.avroRecord(r, t, e.row, e.proj, img, "value."+path, id); de != nil {

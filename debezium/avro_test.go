@@ -406,3 +406,40 @@ func BenchmarkDecodeHamba(b *testing.B) {
 		})
 	}
 }
+
+// TestSchemaChangeMessages: a selected column dropped (or renamed) in the
+// source is a bad record naming the column, the type it had and what to
+// do, in both formats; a widened column outgrowing a declared type says to
+// update the declaration.
+func TestSchemaChangeMessages(t *testing.T) {
+	dir := "testdata/avro"
+	src := loadSchemas(t, filepath.Join(dir, "confluent.schemas.json"))
+	for _, f := range []struct {
+		file   string
+		format Format
+	}{{"json.jsonl", FormatJSON}, {"confluent.jsonl", FormatAvro}} {
+		d := NewDecoder([]string{"id", "firstname", "email"}, Options{Format: f.format, Schemas: src, KeyColumns: 1})
+		var last error
+		for _, c := range readCaptured(t, filepath.Join(dir, f.file)) {
+			if tableOf(c.Topic) != "users" {
+				continue
+			}
+			var ev Event
+			if _, err := d.DecodeRecord(c.bytes(c.KeyB64), c.bytes(c.ValueB64), c.headers(), &ev); err != nil {
+				last = err
+			}
+		}
+		var de *DecodeError
+		if !errors.As(last, &de) || de.Kind != ErrMissingColumn || !strings.Contains(de.Reason, "column email") ||
+			!strings.Contains(de.Reason, "earlier records had it as string") || !strings.Contains(de.Reason, "DROP COLUMN") {
+			t.Errorf("%s: after the DROP COLUMN: %v", f.file, last)
+		}
+	}
+	i4 := row.ColumnType{Kind: row.KindInt, Connect: "int32", Optional: true}
+	d := NewDecoder([]string{"id", "i4"}, Options{Types: []row.ColumnType{{Kind: row.KindInt, Connect: "int64"}, i4}})
+	var ev Event
+	_, err := d.Decode(nil, []byte(`{"op":"c","after":{"id":1,"i4":3000000000},"source":{}}`), &ev)
+	if err == nil || !strings.Contains(err.Error(), "expected int32, got number 3000000000") || !strings.Contains(err.Error(), "update the declaration") {
+		t.Errorf("widened past the declared type: %v", err)
+	}
+}

@@ -92,8 +92,41 @@ type Decoder struct {
 	tbuf  []byte // formatted text
 	arena []byte // string storage, see str
 
+	// known is, per column, the type the last schema that had the column
+	// gave it (for the message when a later schema drops it); knownOf is
+	// the types slice it was taken from.
+	known   []row.ColumnType
+	knownOf *row.ColumnType
+
 	// Interned source strings: they repeat on every record of a table.
 	lastDB, lastSchema, lastTable, lastFile, lastSnapshot string
+}
+
+// noteTypes remembers the column types of a schema a record decoded with.
+func (d *Decoder) noteTypes(types []row.ColumnType) {
+	if len(types) == 0 || &types[0] == d.knownOf {
+		return
+	}
+	d.knownOf = &types[0]
+	if d.known == nil {
+		d.known = make([]row.ColumnType, len(d.cols))
+	}
+	for j, t := range types {
+		if t.Known() {
+			d.known[j] = t
+		}
+	}
+}
+
+// missingReason explains a selected column missing from where (a row
+// image or schema): the column was dropped or renamed in the source.
+func (d *Decoder) missingReason(j int, where string) string {
+	was := ""
+	if j < len(d.known) && d.known[j].Known() {
+		was = "; earlier records had it as " + describeType(d.known[j])
+	}
+	return "the join's column " + d.cols[j] + " is absent from " + where + was +
+		" (a DROP COLUMN or RENAME COLUMN in the source?): remove it from the join's select (or key) and rebuild the job, or restore the column in the source"
 }
 
 // linearMatchMax is the number of columns up to which field names are
@@ -131,6 +164,7 @@ func NewDecoder(columns []string, opts Options) *Decoder {
 				d.declErr = err
 			}
 			d.decl.types[i], d.declared = ct, true
+			ci.declared = true
 		}
 		ci.key = i < opts.KeyColumns
 		d.decl.infos[i] = ci
@@ -338,6 +372,7 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 	}
 	if de == nil && !tomb && (proj != d.decl || d.declared) {
 		ev.Types = proj.types
+		d.noteTypes(proj.types)
 	}
 	return tomb, de
 }
@@ -563,7 +598,7 @@ func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, ful
 		for j, ok := range seen {
 			if !ok {
 				return &DecodeError{Kind: ErrMissingColumn, Field: path + "." + d.cols[j], Offset: -1,
-					Reason: "projected column absent from the row image"}
+					Reason: d.missingReason(j, "the row image")}
 			}
 		}
 	}
@@ -604,7 +639,11 @@ func mismatch(info *colInfo, got string) *DecodeError {
 	if want == "" {
 		want = "a scalar"
 	}
-	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1, Reason: "expected " + want + ", got " + got}
+	hint := ""
+	if info.declared {
+		hint = " (the type declared in the configuration's types: if the source column's type changed, update the declaration and restart)"
+	}
+	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1, Reason: "expected " + want + ", got " + got + hint}
 }
 
 // value decodes one column value per info.

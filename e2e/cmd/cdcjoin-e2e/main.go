@@ -62,6 +62,7 @@ type options struct {
 	// Avro: the connectors write through the schema registry (Apicurio's
 	// AvroConverter, Confluent-compatible), the configs read format avro.
 	format, registryScript string
+	alter                  string // schema changes applied during the workload
 	registryOutage         time.Duration
 }
 
@@ -86,6 +87,7 @@ func main() {
 	flag.BoolVar(&o.kill, "kill", true, "kill -9 and restart cdcjoin in the middle of the workload")
 	flag.BoolVar(&o.negative, "negative", true, "run the negative control after the comparisons")
 	flag.DurationVar(&o.timeout, "timeout", 8*time.Minute, "overall deadline")
+	flag.StringVar(&o.alter, "alter", "deploy/local/e2e-alter.sql", "source schema changes (ALTER TABLE and DML) applied after cdcjoin restarted (empty: none; statements on the type tables only when every typed config reads schemas)")
 	flag.StringVar(&o.format, "format", "json", "json, or avro: Debezium writes Avro through the schema registry of CDCJOIN_REGISTRY_URL (Apicurio's AvroConverter in Confluent-compatible mode)")
 	flag.StringVar(&o.registryScript, "registry-script", "deploy/local/registry.sh", "the registry's control script (-format avro: stopped and started for the outage)")
 	flag.DurationVar(&o.registryOutage, "registry-outage", 30*time.Second, "-format avro: how long the registry is down while cdcjoin restarts after the kill (0: no outage)")
@@ -438,6 +440,31 @@ func run(ctx context.Context, o options) (err error) {
 		if err := outage(); err != nil {
 			return err
 		}
+	}
+	if o.alter != "" {
+		alters, err := e2e.Statements(o.alter)
+		if err != nil {
+			return err
+		}
+		// A typed job reading records without a schema declares its
+		// types: widening the type tables would need the operator to update
+		// them first (README, Source schema changes). Their changes run
+		// only when every typed job reads schemas (the Avro pass).
+		declared := false
+		for _, j := range typedJobs {
+			declared = declared || len(j.cfg.Parent.Types) > 0
+		}
+		var applied []e2e.Tx
+		for _, tx := range alters {
+			if strings.Contains(tx.Stmts[0].SQL, "type_parents") && (len(typedJobs) == 0 || declared) {
+				continue
+			}
+			applied = append(applied, tx)
+		}
+		if _, err := apply(applied...); err != nil {
+			return err
+		}
+		logf("schema changes: %d statements of %s", len(applied), o.alter)
 	}
 	if _, err := apply(wl.Random(n - n*2/5 - n/5)...); err != nil {
 		return err
