@@ -171,7 +171,10 @@ type Stats struct {
 	BlockCacheHits, BlockCacheMisses int64
 	// RowCacheHits counts point reads answered by the row cache (values and
 	// known absences); RowCacheMisses the ones that went to pebble.
-	RowCacheHits, RowCacheMisses uint64
+	// RowCachePrefetched counts entries read from pebble ahead and put in
+	// the row cache (Txn.Install): reads that went to pebble on another
+	// goroutine, whose later hits count as hits.
+	RowCacheHits, RowCacheMisses, RowCachePrefetched uint64
 }
 
 // Stats returns the store's figures. Safe for concurrent use with the Txn
@@ -198,7 +201,7 @@ func (s *Store) stats() (st Stats) {
 	st.WriteAmp = t.WriteAmp()
 	st.BlockCacheHits, st.BlockCacheMisses = m.BlockCache.Hits, m.BlockCache.Misses
 	if s.cache != nil {
-		st.RowCacheHits, st.RowCacheMisses = s.cache.hits.Load(), s.cache.misses.Load()
+		st.RowCacheHits, st.RowCacheMisses, st.RowCachePrefetched = s.cache.hits.Load(), s.cache.misses.Load(), s.cache.prefetched.Load()
 	}
 	return st
 }

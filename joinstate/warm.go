@@ -209,6 +209,7 @@ func (t *Txn) Install(p *Prefetch) int {
 		c.fill(k, e.present, p.vals[e.v0:e.v1], t.spill)
 		n++
 	}
+	c.prefetched.Add(uint64(n))
 	return n
 }
 
