@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/metrics"
 )
 
@@ -374,10 +374,10 @@ func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, 
 		return fmt.Errorf("cdcjoin: epoch marker nonce: %w", err)
 	}
 	writer := cfg.Kafka.InstanceID + "/" + hex.EncodeToString(nonce[:])
-	key := keyed.AppendEpochMarker(nil, proposed, writer)
+	key := keyedlog.AppendEpochKey(nil, proposed, writer)
 	recs := make([]*kgo.Record, top.keyedParts)
 	for p := range recs {
-		recs[p] = &kgo.Record{Topic: cfg.Kafka.KeyedTopic(), Partition: int32(p), Key: key, Value: keyed.EpochMarkerValue()}
+		recs[p] = &kgo.Record{Topic: cfg.Kafka.KeyedTopic(), Partition: int32(p), Key: key, Value: keyedlog.EpochValue()}
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("cdcjoin: write version epoch markers to %s: %w", cfg.Kafka.KeyedTopic(), err)
