@@ -110,12 +110,8 @@ func (s *Store) committed(n, entries int, force bool) {
 	if r.flushing != nil || (!force && (r.since < r.every || s.RowCacheHoldsAll())) {
 		return
 	}
-	var ch <-chan struct{}
-	if err := s.guard(func() error {
-		var err error
-		ch, err = s.db.AsyncFlush()
-		return err
-	}); err != nil {
+	ch, err := s.asyncFlush()
+	if err != nil {
 		return // no flush: reads keep going the long way for the keys written since
 	}
 	r.flushing, r.since = ch, 0
@@ -134,17 +130,24 @@ func (s *Store) untrust() {
 	if r.every < 0 {
 		return
 	}
-	var ch <-chan struct{}
-	if err := s.guard(func() error {
-		var err error
-		ch, err = s.db.AsyncFlush()
-		return err
-	}); err != nil {
+	ch, err := s.asyncFlush()
+	if err != nil {
 		r.flushing = nil // no flush to wait for: never ready again (reads stay correct)
 		return
 	}
 	// Flushes finish in order: when this one has, so has any in flight.
 	r.flushing, r.since = ch, 0
+}
+
+// asyncFlush starts a flush of the memtable (guarded: see fault.go).
+func (s *Store) asyncFlush() (<-chan struct{}, error) {
+	var ch <-chan struct{}
+	err := s.guard(func() error {
+		var err error
+		ch, err = s.db.AsyncFlush()
+		return err
+	})
+	return ch, err
 }
 
 // errNoDurable: the tables may not hold every key yet; read the long way.
