@@ -17,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cdcjoin/cdcjoin/plan"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -201,6 +202,10 @@ type Config struct {
 	// TimeJoin, when set, makes the job a time-bounded join of event
 	// streams instead of the parent/child join (timejoin.go).
 	TimeJoin *TimeJoin `yaml:"time_join"`
+	// Tables and Query: the job written as SQL (see sql.go), instead of
+	// Parent, Child, Join and Select.
+	Tables map[string]Table `yaml:"tables"`
+	Query  string           `yaml:"query"`
 	// Format is the record format of both topics' keys and values: json
 	// (Kafka Connect's JsonConverter, the default), avro or protobuf
 	// (a converter writing through SchemaRegistry). A side's own format
@@ -210,7 +215,9 @@ type Config struct {
 	// schemas (required with those formats).
 	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 
-	root *yaml.Node
+	root     *yaml.Node
+	compiled *plan.Plan // a SQL job's compiled query
+	plan     *plan.Plan // … when it does not run as parent/child
 }
 
 // Problems is every problem found in a configuration, each with its line.
@@ -395,28 +402,47 @@ func (c *Config) validate(p *Problems) {
 	} else if !regexp.MustCompile(`^[A-Za-z0-9._-]+$`).MatchString(c.Name) {
 		c.add(p, fmt.Sprintf("name %q: use only letters, digits, '.', '_' and '-'", c.Name), "name")
 	}
-	if c.TimeJoin != nil {
+	switch {
+	case c.TimeJoin != nil:
+		if c.SQL() {
+			c.add(p, "time_join and tables/query are two forms of a job: use one of them (a time join's select names left.<column> and right.<column>)", "time_join")
+		}
 		c.validateTimeJoin(p)
-	} else {
-		c.validateTable(p, "parent", &c.Parent, false)
-		c.validateTable(p, "child", &c.Child, true)
-		if c.Parent.Topic != "" && c.Parent.Topic == c.Child.Topic {
-			c.add(p, "parent.topic and child.topic are the same topic; a self-join is not supported", "child", "topic")
-		}
-		if len(c.Child.ParentKey) > 0 && len(c.Parent.Key) > 0 && len(c.Child.ParentKey) != len(c.Parent.Key) {
-			c.add(p, fmt.Sprintf("child.parent_key has %d column(s) but parent.key has %d; they must match one to one", len(c.Child.ParentKey), len(c.Parent.Key)), "child", "parent_key")
-		}
-		switch c.Join {
-		case Inner, Left:
-		default:
-			c.add(p, fmt.Sprintf("join %q: use inner or left", c.Join), "join")
-		}
-		for _, s := range c.Select {
-			if s.Table != "parent" && s.Table != "child" {
-				c.add(p, fmt.Sprintf("select: %s.%s: left., right. and window. are for time_join jobs; use parent.<column> or child.<column>", s.Table, s.Column), "select")
-			}
+		c.validateSelect(p)
+		c.validateTypes(p)
+	case c.SQL():
+		c.validateSQL(p)
+	default:
+		c.validateParentChild(p)
+	}
+	c.validateCommon(p)
+}
+
+func (c *Config) validateParentChild(p *Problems) {
+	c.validateTable(p, "parent", &c.Parent, false)
+	c.validateTable(p, "child", &c.Child, true)
+	if c.Parent.Topic != "" && c.Parent.Topic == c.Child.Topic {
+		c.add(p, "parent.topic and child.topic are the same topic; a self-join is not supported", "child", "topic")
+	}
+	if len(c.Child.ParentKey) > 0 && len(c.Parent.Key) > 0 && len(c.Child.ParentKey) != len(c.Parent.Key) {
+		c.add(p, fmt.Sprintf("child.parent_key has %d column(s) but parent.key has %d; they must match one to one", len(c.Child.ParentKey), len(c.Parent.Key)), "child", "parent_key")
+	}
+	switch c.Join {
+	case Inner, Left:
+	default:
+		c.add(p, fmt.Sprintf("join %q: use inner or left", c.Join), "join")
+	}
+	for _, s := range c.Select {
+		if s.Table != "parent" && s.Table != "child" {
+			c.add(p, fmt.Sprintf("select: %s.%s: left., right. and window. are for time_join jobs; use parent.<column> or child.<column>", s.Table, s.Column), "select")
 		}
 	}
+	c.validateSelect(p)
+	c.validateTypes(p)
+}
+
+// validateSelect checks the select list's output names.
+func (c *Config) validateSelect(p *Problems) {
 	if len(c.Select) == 0 {
 		c.add(p, "select is required, e.g. \"parent.id AS user_id, child.domain_name\"", "select")
 	}
@@ -431,6 +457,10 @@ func (c *Config) validate(p *Problems) {
 		}
 		seen[low] = true
 	}
+}
+
+func (c *Config) validateCommon(p *Problems) {
+	c.validateDebezium(p)
 	if c.State.Dir == "" {
 		c.add(p, "state.dir is required (a local directory for the join state)", "state", "dir")
 	}
@@ -464,7 +494,6 @@ func (c *Config) validate(p *Problems) {
 	if c.Errors.MaxRecordBytes < 0 {
 		c.add(p, "errors.max_record_bytes must be positive", "errors", "max_record_bytes")
 	}
-	c.validateTypes(p)
 	c.validateFormat(p)
 	c.Kafka.validate(c, p)
 	if c.ClickHouse != nil {
@@ -505,6 +534,9 @@ func (c *Config) Line(path ...string) int { return c.line(path...) }
 
 // OutputNames are the select-list output column names, in order.
 func (c *Config) OutputNames() []string {
+	if c.plan != nil {
+		return c.plan.Names()
+	}
 	out := make([]string, len(c.Select))
 	for i, s := range c.Select {
 		out[i] = s.Name

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/joinstate"
 )
 
 const (
@@ -16,7 +17,8 @@ const (
 // Run applies every record src yields, decoding on one goroutine and
 // keying/joining/committing on the calling one, so that two cores overlap.
 // While the state does not fit in the row cache, the decoding goroutine
-// also reads ahead what each record will need (Warmer).
+// also reads ahead what each batch of records will need (Warmer), and the
+// applying one installs it before applying the batch.
 // The hand-off is bounded (pipelineDepth batches of pipelineBatchSize
 // records, recycled), so memory stays flat whatever the input size.
 //
@@ -33,26 +35,39 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 			wm.Close()
 		}
 	}()
-	return pipeline(ctx, src, func() { dec, wm = e.NewDecoder(), e.NewWarmer() },
-		func(r *Record, d *Decoded) {
-			Decode(dec, r, d)
-			wm.Warm(d)
-		}, e.Apply)
+	return pipeline(ctx, src, stages[Decoded, joinstate.Prefetch]{
+		start:   func() { dec, wm = e.NewDecoder(), e.NewWarmer() },
+		decode:  func(r *Record, d *Decoded) { Decode(dec, r, d) },
+		warm:    func(recs []Decoded, p *joinstate.Prefetch) { wm.Warm(recs, p) },
+		install: e.Install,
+		apply:   e.Apply,
+	})
+}
+
+// stages are pipeline's steps for records decoded into a D, with a
+// read-ahead P per batch.
+type stages[D, P any] struct {
+	start   func()                          // first, on the decoding goroutine
+	decode  func(*Record, *D)               // on the decoding goroutine
+	warm    func([]D, *P)                   // a full batch, on the decoding goroutine (optional)
+	install func(*P)                        // before the batch is applied (optional)
+	apply   func(context.Context, *D) error // each record, in order, on the calling goroutine
 }
 
 // pipeline runs src on a goroutine of its own, decoding each record into
-// a D there (start runs first, on that goroutine), and applies the decoded
-// records in order on the calling goroutine, handing them over in bounded
-// batches (pipelineDepth batches of pipelineBatchSize, recycled). It
-// returns the first error of either side (the other is stopped and waited
-// for).
-func pipeline[D any](ctx context.Context, src func(yield func(*Record) error) error, start func(),
-	decode func(*Record, *D), apply func(context.Context, *D) error) error {
+// a D there (st.start runs first, on that goroutine), and applies the
+// decoded records in order on the calling goroutine, handing them over in
+// bounded batches (pipelineDepth batches of pipelineBatchSize, recycled),
+// each read ahead by st.warm and installed by st.install before it is
+// applied. It returns the first error of either side (the other is
+// stopped and waited for).
+func pipeline[D, P any](ctx context.Context, src func(yield func(*Record) error) error, st stages[D, P]) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type batch struct {
 		recs []D
 		n    int
+		pre  P
 	}
 	full := make(chan *batch, pipelineDepth)
 	free := make(chan *batch, pipelineDepth+1)
@@ -66,9 +81,12 @@ func pipeline[D any](ctx context.Context, src func(yield func(*Record) error) er
 	go func() { // owned by pipeline: stopped by cancel, waited for below
 		defer wg.Done()
 		defer close(full)
-		start()
+		st.start()
 		var b *batch
 		send := func() bool {
+			if st.warm != nil {
+				st.warm(b.recs[:b.n], &b.pre)
+			}
 			select {
 			case full <- b:
 				b = nil
@@ -86,7 +104,7 @@ func pipeline[D any](ctx context.Context, src func(yield func(*Record) error) er
 					return errStopped
 				}
 			}
-			decode(r, &b.recs[b.n])
+			st.decode(r, &b.recs[b.n])
 			b.n++
 			if b.n == len(b.recs) && !send() {
 				return errStopped
@@ -100,8 +118,11 @@ func pipeline[D any](ctx context.Context, src func(yield func(*Record) error) er
 	var applyErr error
 	for b := range full {
 		if applyErr == nil {
+			if st.install != nil {
+				st.install(&b.pre)
+			}
 			for i := 0; i < b.n; i++ {
-				if applyErr = apply(ctx, &b.recs[i]); applyErr != nil {
+				if applyErr = st.apply(ctx, &b.recs[i]); applyErr != nil {
 					cancel()
 					break
 				}

@@ -352,8 +352,11 @@ func (e *TimeEngine) Close() error {
 // (after EndOfInput, for a bounded backfill).
 func (e *TimeEngine) Run(ctx context.Context, src func(yield func(*Record) error) error) error {
 	var dec *job.TimeDecoder
-	return pipeline(ctx, src, func() { dec = e.NewTimeDecoder() },
-		func(r *Record, d *TimeDecoded) { DecodeTime(dec, r, d) }, e.Apply)
+	return pipeline(ctx, src, stages[TimeDecoded, struct{}]{
+		start:  func() { dec = e.NewTimeDecoder() },
+		decode: func(r *Record, d *TimeDecoded) { DecodeTime(dec, r, d) },
+		apply:  e.Apply,
+	})
 }
 
 // OutputTypes returns the select list's column types declared in the
