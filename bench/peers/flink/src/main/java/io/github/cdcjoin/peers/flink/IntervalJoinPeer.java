@@ -48,24 +48,8 @@ public final class IntervalJoinPeer {
 
   private IntervalJoinPeer() {}
 
-  public static void main(String[] args) throws Exception {
-    Args a;
-    try {
-      a = Args.parse(args);
-    } catch (IllegalArgumentException e) {
-      System.err.println("cdcjoin-flink-peer: " + e.getMessage());
-      System.err.println(Args.USAGE);
-      System.exit(2);
-      return;
-    }
-    try {
-      run(a, System.out);
-    } catch (Exception e) {
-      System.err.println("cdcjoin-flink-peer: " + e);
-      e.printStackTrace(System.err);
-      System.exit(1);
-    }
-    System.exit(0); // MiniCluster threads must not keep the JVM alive
+  public static void main(String[] args) {
+    PeerMain.main(args, Args::parse, Args.USAGE, IntervalJoinPeer::run);
   }
 
   /** An interval in SQL, e.g. {@code - INTERVAL '0 00:00:10.000' DAY TO SECOND}. */

@@ -53,25 +53,8 @@ public final class JoinPeer {
 
   private JoinPeer() {}
 
-  public static void main(String[] args) throws Exception {
-    Args a;
-    try {
-      a = Args.parse(args);
-    } catch (IllegalArgumentException e) {
-      System.err.println("cdcjoin-flink-peer: " + e.getMessage());
-      System.err.println(Args.USAGE);
-      System.exit(2);
-      return;
-    }
-    try {
-      run(a, System.out);
-    } catch (Exception e) {
-      System.err.println("cdcjoin-flink-peer: " + e);
-      e.printStackTrace(System.err);
-      System.exit(1);
-    }
-    // MiniCluster threads must not keep the JVM alive.
-    System.exit(0);
+  public static void main(String[] args) {
+    PeerMain.main(args, Args::parse, Args.USAGE, JoinPeer::run);
   }
 
   static void run(Args a, PrintStream out) throws Exception {
