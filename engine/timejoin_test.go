@@ -71,15 +71,7 @@ func (l *letters) DeadLetter(_ context.Context, x *deadletter.Letter) error {
 // compares the emitted rows with the reference over the non-late events;
 // every late record must be dead-lettered with reason late.
 func TestTimeOracle(t *testing.T) {
-	sd := uint64(rand.Int64())
-	if v := os.Getenv("CDCJOIN_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sd = n
-	}
-	t.Logf("seed %d (CDCJOIN_SEED=%d to reproduce)", sd, sd)
+	sd := timeSeed(t)
 	rounds := 6
 	if testing.Short() {
 		rounds = 2
@@ -104,7 +96,53 @@ func TestTimeOracle(t *testing.T) {
 	}
 }
 
+// timeSeed is a random seed, or CDCJOIN_SEED's; logged.
+func timeSeed(t *testing.T) uint64 {
+	sd := uint64(rand.Int64())
+	if v := os.Getenv("CDCJOIN_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd = n
+	}
+	t.Logf("seed %d (CDCJOIN_SEED=%d to reproduce)", sd, sd)
+	return sd
+}
+
 func timeOracleRound(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinType, schemas bool) int {
+	r := replayTime(t, rng, kind, jt, schemas, false)
+	want, wantLate := timegen.Expected(r.spec, r.events, true, nil, r.end)
+	if !slices.Equal(r.got, want) || !slices.Equal(r.late, wantLate) {
+		t.Errorf("%s %s (schemas %v, plain %v, end %v): %d rows, %d late; want %d rows, %d late\n%s", kind, jt, schemas, r.plain, r.end,
+			len(r.got), len(r.late), len(want), len(wantLate), r.yaml)
+		for _, d := range diff(r.got, want) {
+			t.Error(d)
+		}
+		t.Errorf("late got %v\nwant %v", r.late, wantLate)
+	}
+	t.Logf("%s %s: %d rows, %d late, %d duplicates, %d commits", kind, jt, len(r.got), r.stats.Late, r.stats.Duplicates, r.stats.Commits)
+	return len(wantLate)
+}
+
+// timeReplay is one seeded history replayed through the engine.
+type timeReplay struct {
+	spec   *timejoin.Spec
+	events []timegen.Event
+	got    []string // the emitted rows as timegen.Text renders them, sorted
+	late   []int    // the events dead-lettered as late, in order
+	end    bool     // the replay ended the input
+	plain  bool     // the left side was plain JSON events
+	yaml   string
+	stats  engine.TimeStats
+}
+
+// replayTime generates a history of kind and jt (1500 events, random
+// bounds, out_of_orderness, lateness and idleness) and replays it through
+// the engine with a fake insert-only sink and dead-letter writer,
+// crashing (losing the batch in progress) and resuming twice; the input
+// is ended (EndOfInput) when end is set, else at random.
+func replayTime(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinType, schemas, end bool) timeReplay {
 	const ms = 1000
 	s := &timejoin.Spec{Kind: kind, Join: jt, LeftWidth: 1, RightWidth: 1,
 		Out:            []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}},
@@ -132,7 +170,7 @@ func timeOracleRound(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejo
 	out := &seqSink{t: t, spec: s, rows: map[uint64]string{}}
 	dl := &letters{}
 	crashes := map[int]bool{rng.IntN(len(recs)): true, rng.IntN(len(recs)): true}
-	end := rng.IntN(2) == 0
+	end = rng.IntN(2) == 0 || end
 	ctx := context.Background()
 	open := func(resume bool) *engine.TimeEngine {
 		e, err := engine.OpenTime(cfg, engine.Options{FS: fs, Resume: resume, Sink: sink.Func(out.add), DeadLetters: dl})
@@ -165,8 +203,6 @@ func timeOracleRound(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejo
 	}
 	st := e.Stats()
 	e.Close()
-	want, wantLate := timegen.Expected(s, events, true, nil, end)
-	got := out.sorted()
 	// Letters of late records, by event (a replayed batch dead-letters
 	// its late records again: a set).
 	lateEv := map[int]bool{}
@@ -187,16 +223,7 @@ func timeOracleRound(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejo
 			gotLate = append(gotLate, i)
 		}
 	}
-	if !slices.Equal(got, want) || !slices.Equal(gotLate, wantLate) {
-		t.Errorf("%s %s (schemas %v, plain %v, end %v): %d rows, %d late; want %d rows, %d late\n%s", kind, jt, schemas, plain, end,
-			len(got), len(gotLate), len(want), len(wantLate), yaml)
-		for _, d := range diff(got, want) {
-			t.Error(d)
-		}
-		t.Errorf("late got %v\nwant %v", gotLate, wantLate)
-	}
-	t.Logf("%s %s: %d rows, %d late, %d duplicates, %d commits", kind, jt, len(got), st.Late, st.Duplicates, st.Commits)
-	return len(wantLate)
+	return timeReplay{spec: s, events: events, got: out.sorted(), late: gotLate, end: end, plain: plain, yaml: yaml, stats: st}
 }
 
 // diff lists the rows only in a or only in b (sorted inputs).
