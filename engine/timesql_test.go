@@ -16,16 +16,16 @@ import (
 )
 
 // TestTimeSQLOracle replays seeded histories of each kind (interval and
-// window: INNER, LEFT, and with -short off RIGHT, FULL; temporal: INNER,
-// LEFT) through the
-// engine, crashing and resuming, to the end of input, and compares the
-// emitted rows with PostgreSQL's answer to the join written in SQL (the
-// seeds' BETWEEN form of the interval join; windows from
-// generate_series; the temporal join as the newest version at or before
-// the left time) over the rows that are not late. Late is the reference's
-// watermark rule (timegen.Late), independent of the implementation, and
-// every late record must be dead-lettered. Negative control: the same SQL
-// over all rows, late ones included, differs for some history.
+// window: INNER, LEFT, and without -short RIGHT, FULL; temporal: INNER,
+// LEFT) through the engine, crashing and resuming, to the end of input,
+// and compares the emitted rows with PostgreSQL's answer to the join
+// written in SQL (the seeds' BETWEEN form of the interval join; windows
+// from generate_series; the temporal join as the newest version at or
+// before the left time) over the rows that are not late. Late is the
+// reference's watermark rule (timegen.Late), independent of the
+// implementation, and every late record must be dead-lettered. Negative
+// control: the same SQL over all rows, late ones included, differs for
+// some history.
 func TestTimeSQLOracle(t *testing.T) {
 	dsn := testenv.Require(t, testenv.PostgresEnv, "PostgreSQL oracle")
 	ctx := context.Background()
