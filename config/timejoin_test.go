@@ -36,6 +36,9 @@ func TestTimeJoinContract(t *testing.T) {
 	if c.Parent.Topic != "ads.impressions" || c.Child.Topic != "ads.clicks" {
 		t.Errorf("sides as tables: %+v %+v", c.Parent, c.Child)
 	}
+	if err := c.ValidateForKafka(); err == nil || !strings.Contains(err.Error(), "time_join: a time join runs under `cdcjoin replay` so far") {
+		t.Errorf("run of a time join: %v", err)
+	}
 	ch, err := c.WithClickHouse("127.0.0.1:9000")
 	if err != nil {
 		t.Fatal(err)

@@ -37,8 +37,16 @@ func Spec(cfg *config.Config) (*keyed.Spec, error) {
 	if cfg.Plan() != nil {
 		return nil, ErrPlan
 	}
+	if cfg.IsTimeJoin() {
+		return nil, ErrTimeJoin
+	}
 	return keyed.NewSpec(Shape(cfg))
 }
+
+// ErrTimeJoin: the job is a time join (config.TimeJoin: see TimeJoin), not
+// a parent/child join; `replay` runs it, `run`, `handover` and `bench` do
+// not yet.
+var ErrTimeJoin = errors.New("cdcjoin: this job is a time join (time_join), which `cdcjoin replay` runs; `run`, `handover` and `bench` run regular joins only so far")
 
 // ErrPlan: the job is a multi-stage plan (config.Plan), not a
 // parent/child join; `run`, `handover` and the bench do not run plans yet.
