@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 )
 
 // TestReplayPlanKills: a job written as SQL over three tables (cdcgen
@@ -120,22 +120,11 @@ clickhouse:
 	}
 	killed := 0
 	for k := 0; k < kills; k++ {
-		cmd := child(t, log, args(k > 0)...)
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("replay exited: %v", err)
-			}
+		if runKilled(t, log, args(k > 0), time.Duration(100+r.IntN(900))*time.Millisecond) {
+			killed++
+		} else {
 			t.Logf("run %d finished before its kill", k+1)
 			k = kills
-		case <-time.After(time.Duration(100+r.IntN(900)) * time.Millisecond):
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-exited
-			killed++
 		}
 		fmt.Fprintf(log, "--- kill %d\n", k+1)
 	}
@@ -149,7 +138,7 @@ clickhouse:
 	names := selectNames(t, sql)
 	want := postgresRows(t, dsn, h.Final, sql, names)
 	got := clickhouseRows(t, conn, "cdcjoin_test."+table, mode, names)
-	if diff := rowsDiff(want, got, 10); diff != "" {
+	if diff := testkit.MultisetDiff(want, got, 10); diff != "" {
 		t.Fatalf("after %d kills, ClickHouse does not equal PostgreSQL (- missing, + extra):\n%s", killed, diff)
 	}
 	if mode == "changelog" {
@@ -210,17 +199,7 @@ func postgresRows(t *testing.T, dsn string, final cdcgen.MultiTables, sql string
 		t.Fatalf("postgres: %v", err)
 	}
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	out := testkit.Strings(t, rows)
 	slices.Sort(out)
 	return out
 }
@@ -245,43 +224,7 @@ func clickhouseRows(t *testing.T, conn ch.Conn, table, mode string, names []stri
 		t.Fatalf("clickhouse: %s: %v", q, err)
 	}
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	out := testkit.Strings(t, rows)
 	slices.Sort(out)
 	return out
-}
-
-// rowsDiff returns the rows of want missing from got and those extra in
-// got (multisets), at most max lines.
-func rowsDiff(want, got []string, max int) string {
-	n := map[string]int{}
-	for _, w := range want {
-		n[w]++
-	}
-	for _, g := range got {
-		n[g]--
-	}
-	var lines []string
-	for k, c := range n {
-		switch {
-		case c > 0:
-			lines = append(lines, fmt.Sprintf("- %q ×%d", k, c))
-		case c < 0:
-			lines = append(lines, fmt.Sprintf("+ %q ×%d", k, -c))
-		}
-	}
-	slices.Sort(lines)
-	if len(lines) > max {
-		lines = append(lines[:max], fmt.Sprintf("… %d more", len(lines)-max))
-	}
-	return strings.Join(lines, "\n")
 }
