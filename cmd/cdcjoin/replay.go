@@ -116,27 +116,14 @@ func outFile(path string, stdout io.Writer) (*bufio.Writer, func() error, error)
 
 func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, stderr io.Writer) (retErr error) {
 	names := cfg.OutputNames()
-	var opts engine.Options
-	opts.Resume = a.resume
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if err := closers[i](); err != nil && retErr == nil {
-				retErr = err
-			}
-		}
-	}()
+	opts := engine.Options{Resume: a.resume}
 	// Changes are flushed to their destinations before each state commit;
-	// the sinks close after the engine (closers run last-in first-out, and
-	// the engine's deferred Close below runs first).
-	var sinks sink.Tee
-	if a.changes != "" {
-		w, closeFn, err := outFile(a.changes, stdout)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeFn)
-		sinks = append(sinks, jsonl.New(w, names))
+	// the sinks close after the engine (the engine's deferred Close below
+	// runs first).
+	out, err := openReplayOutputs(a, names, stdout)
+	defer out.close(&retErr)
+	if err != nil {
+		return err
 	}
 	var eng *engine.Engine
 	if a.clickhouse != "" {
@@ -148,32 +135,16 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		if chCfg.ClickHouse.Mode == config.ModeChangelog && a.changes == "" {
 			// Delivery markers: a crash between a batch's INSERTs and its
 			// state commit does not count the batch twice (engine/exact.go).
-			ch := clickhouse.NewLazyExact(chCfg, types, func() string { return eng.Stream() })
-			closers = append(closers, ch.Close)
-			sinks = append(sinks, ch)
+			out.add(clickhouse.NewLazyExact(chCfg, types, func() string { return eng.Stream() }))
 		} else {
 			if chCfg.ClickHouse.Mode == config.ModeChangelog {
 				fmt.Fprintln(stderr, "cdcjoin replay: warning: with --changes as well, the changelog table is written at least once, not exactly once: a crash between a batch's INSERTs and its commit counts that batch twice after --resume (replay into ClickHouse alone for exactly once)")
 			}
-			ch := clickhouse.NewLazy(chCfg, types)
-			closers = append(closers, ch.Close)
-			sinks = append(sinks, ch)
+			out.add(clickhouse.NewLazy(chCfg, types))
 		}
 	}
-	switch len(sinks) {
-	case 0:
-	case 1:
-		opts.Sink = sinks[0]
-	default:
-		opts.Sink = sinks
-	}
-	dl, closeDL, err := badRecords(cfg, a, stdout)
-	if err != nil {
+	if err := out.options(cfg, a, stdout, &opts); err != nil {
 		return err
-	}
-	if dl != nil {
-		closers = append(closers, closeDL)
-		opts.DeadLetters = dl
 	}
 	in, closeIn, err := openInput(a.input)
 	if err != nil {
@@ -247,19 +218,77 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 	return nil
 }
 
-// badRecords opens --bad-records under errors.policy dlq (nil under stop).
-func badRecords(cfg *config.Config, a replayArgs, stdout io.Writer) (deadletter.Writer, func() error, error) {
+// replayOutputs are a replay's sinks and what closes them (last-in
+// first-out: a sink added later may write through an earlier one's file).
+type replayOutputs struct {
+	sinks   sink.Tee
+	closers []func() error
+}
+
+// openReplayOutputs opens --changes (JSON lines of every change) when set.
+func openReplayOutputs(a replayArgs, names []string, stdout io.Writer) (*replayOutputs, error) {
+	o := &replayOutputs{}
+	if a.changes != "" {
+		w, err := o.file(a.changes, stdout)
+		if err != nil {
+			return o, err
+		}
+		o.sinks = append(o.sinks, jsonl.New(w, names))
+	}
+	return o, nil
+}
+
+// file opens path for writing ("-" is stdout), flushed and closed by close.
+func (o *replayOutputs) file(path string, stdout io.Writer) (*bufio.Writer, error) {
+	w, closeFn, err := outFile(path, stdout)
+	if err != nil {
+		return nil, err
+	}
+	o.closers = append(o.closers, closeFn)
+	return w, nil
+}
+
+// add adds a sink that close closes.
+func (o *replayOutputs) add(s interface {
+	sink.Sink
+	Close() error
+}) {
+	o.sinks = append(o.sinks, s)
+	o.closers = append(o.closers, s.Close)
+}
+
+// options sets opts' Sink to the sinks and its DeadLetters to
+// --bad-records under errors.policy dlq (which then needs it).
+func (o *replayOutputs) options(cfg *config.Config, a replayArgs, stdout io.Writer, opts *engine.Options) error {
+	switch len(o.sinks) {
+	case 0:
+	case 1:
+		opts.Sink = o.sinks[0]
+	default:
+		opts.Sink = o.sinks
+	}
 	if cfg.Errors.Policy != config.PolicyDLQ {
-		return nil, nil, nil
+		return nil
 	}
 	if a.bad == "" {
-		return nil, nil, fmt.Errorf("cdcjoin replay: errors.policy is dlq: pass --bad-records FILE to receive bad records: %w", errUsage)
+		return fmt.Errorf("cdcjoin replay: errors.policy is dlq: pass --bad-records FILE to receive bad records: %w", errUsage)
 	}
-	w, closeFn, err := outFile(a.bad, stdout)
+	w, err := o.file(a.bad, stdout)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return deadletter.NewJSONL(w), closeFn, nil
+	opts.DeadLetters = deadletter.NewJSONL(w)
+	return nil
+}
+
+// close closes what was opened, last first, keeping the first error in
+// *retErr.
+func (o *replayOutputs) close(retErr *error) {
+	for i := len(o.closers) - 1; i >= 0; i-- {
+		if err := o.closers[i](); err != nil && *retErr == nil {
+			*retErr = err
+		}
+	}
 }
 
 // openInput opens --input (- is stdin).

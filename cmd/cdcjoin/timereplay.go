@@ -14,41 +14,26 @@ import (
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
-	"github.com/cdcjoin/cdcjoin/sink/jsonl"
 )
 
 // runTimeReplay is replay for a time join (engine.TimeEngine).
 func runTimeReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, stderr io.Writer) (retErr error) {
 	names := cfg.OutputNames()
-	var opts engine.Options
-	opts.Resume = a.resume
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if err := closers[i](); err != nil && retErr == nil {
-				retErr = err
-			}
-		}
-	}()
-	var sinks sink.Tee
-	if a.changes != "" {
-		w, closeFn, err := outFile(a.changes, stdout)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, closeFn)
-		sinks = append(sinks, jsonl.New(w, names))
+	opts := engine.Options{Resume: a.resume}
+	out, err := openReplayOutputs(a, names, stdout)
+	defer out.close(&retErr)
+	if err != nil {
+		return err
 	}
 	if a.final != "" {
 		// The rows as they are emitted: a time join's output is its
 		// rows, not a table to materialize.
-		w, closeFn, err := outFile(a.final, stdout)
+		w, err := out.file(a.final, stdout)
 		if err != nil {
 			return err
 		}
-		closers = append(closers, closeFn)
 		var buf []byte
-		sinks = append(sinks, sink.Func(func(c *row.Change) error {
+		out.sinks = append(out.sinks, sink.Func(func(c *row.Change) error {
 			buf = append(row.AppendJSONObject(buf[:0], names, c.Values), '\n')
 			_, err := w.Write(buf)
 			return err
@@ -60,24 +45,10 @@ func runTimeReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout
 		if err != nil {
 			return err
 		}
-		ch := clickhouse.NewLazyInsert(chCfg, func() []row.ColumnType { return eng.OutputTypes() }, func() string { return eng.Stream() })
-		closers = append(closers, ch.Close)
-		sinks = append(sinks, ch)
+		out.add(clickhouse.NewLazyInsert(chCfg, func() []row.ColumnType { return eng.OutputTypes() }, func() string { return eng.Stream() }))
 	}
-	switch len(sinks) {
-	case 0:
-	case 1:
-		opts.Sink = sinks[0]
-	default:
-		opts.Sink = sinks
-	}
-	dl, closeDL, err := badRecords(cfg, a, stdout)
-	if err != nil {
+	if err := out.options(cfg, a, stdout, &opts); err != nil {
 		return err
-	}
-	if dl != nil {
-		closers = append(closers, closeDL)
-		opts.DeadLetters = dl
 	}
 	in, closeIn, err := openInput(a.input)
 	if err != nil {
