@@ -592,31 +592,7 @@ func (d *Decoder) avroValue(r *avroReader, t *avroType, info *colInfo, out *row.
 		if !ok {
 			return badBody(id, "", "truncated number")
 		}
-		switch info.conv {
-		case convInt:
-			if v < info.min || v > info.max {
-				return mismatch(info, "number "+strconv.FormatInt(v, 10))
-			}
-			switch {
-			case info.mul > 1:
-				if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
-					return mismatch(info, "out-of-range number "+strconv.FormatInt(v, 10))
-				}
-				v *= info.mul
-			case info.div > 1:
-				q := v / info.div
-				if v%info.div < 0 {
-					q--
-				}
-				v = q
-			}
-			*out = row.Value{Kind: info.kind, Int: v}
-		case convFloat:
-			*out = row.Float(float64(v))
-		default:
-			*out = row.Int(v)
-		}
-		return nil
+		return intValue(v, info, out)
 	case aFloat:
 		if len(r.b)-r.i < 4 {
 			return badBody(id, "", "truncated float")
