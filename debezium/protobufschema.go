@@ -29,10 +29,13 @@ import (
 //     parameters (e.g. "scale"), as connect.name/connect.parameters do in
 //     Avro.
 
-// confluentProtos are the imports Confluent's converter writes into its
-// schemas, used when the registry does not return them as references.
-var confluentProtos = map[string]string{
-	"confluent/meta.proto": `syntax = "proto3";
+// ConfluentProtos returns the files Confluent's converter imports in the
+// schemas it writes (confluent/meta.proto, confluent/type/decimal.proto) by
+// import name; the decoder uses them when the registry does not return
+// them as references.
+func ConfluentProtos() map[string]string {
+	return map[string]string{
+		"confluent/meta.proto": `syntax = "proto3";
 package confluent;
 import "google/protobuf/descriptor.proto";
 message Meta { string doc = 1; map<string, string> params = 2; repeated string tags = 3; }
@@ -42,10 +45,11 @@ extend google.protobuf.FieldOptions { Meta field_meta = 1088; }
 extend google.protobuf.EnumOptions { Meta enum_meta = 1088; }
 extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }
 `,
-	"confluent/type/decimal.proto": `syntax = "proto3";
+		"confluent/type/decimal.proto": `syntax = "proto3";
 package confluent.type;
 message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }
 `,
+	}
 }
 
 const (
@@ -57,7 +61,7 @@ const (
 // compileProto compiles a registered .proto file and its references.
 func compileProto(s RegisteredSchema) (protoreflect.FileDescriptor, error) {
 	files := map[string]string{protoRootFile: s.Text}
-	for k, v := range confluentProtos {
+	for k, v := range ConfluentProtos() {
 		files[k] = v
 	}
 	for k, v := range s.Refs {
