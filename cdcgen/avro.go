@@ -139,6 +139,7 @@ type connectSchema struct {
 	Field      string            `json:"field"`
 	Fields     []*connectSchema  `json:"fields"`
 	Items      *connectSchema    `json:"items"`
+	Keys       *connectSchema    `json:"keys"`
 	Values     *connectSchema    `json:"values"`
 }
 

@@ -14,14 +14,13 @@ import (
 const protoDir = "testdata/protobuf"
 
 // TestProtobufEqualsJSON decodes the Protobuf twins of Debezium 3.6's
-// JsonConverter records (testdata/protobuf, see protobuf_fixture_test.go)
+// JsonConverter records (testdata/protobuf, written from
+// testdata/avro/json.jsonl by cdcgen.ProtobufEncoder: see
+// cdcgen's TestProtobufFixtures)
 // and requires every record to decode to the same event as the JSON one:
 // op, source positions, column types and values in every logical type,
 // across the captures' evolving schemas (one schema id per Connect schema).
 func TestProtobufEqualsJSON(t *testing.T) {
-	if *update {
-		writeProtoFixtures(t, protoDir)
-	}
 	want := decodeCapture(t, "testdata/avro/json.jsonl", FormatJSON, nil)
 	src := loadSchemas(t, filepath.Join(protoDir, "confluent.schemas.json"))
 	got := decodeCapture(t, filepath.Join(protoDir, "confluent.jsonl"), FormatProtobuf, src)
