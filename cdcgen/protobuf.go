@@ -83,33 +83,16 @@ func (e *ProtobufEncoder) Schemas() map[int64]string {
 }
 
 // Record returns r with its key and value in Protobuf (nil stays nil).
-func (e *ProtobufEncoder) Record(r Record) (Record, error) {
-	var err error
-	if r.Key, err = e.Encode(r.Key); err != nil {
-		return r, fmt.Errorf("key of %s@%d: %w", r.Topic, r.Offset, err)
-	}
-	if r.Value, err = e.Encode(r.Value); err != nil {
-		return r, fmt.Errorf("value of %s@%d: %w", r.Topic, r.Offset, err)
-	}
-	return r, nil
-}
+func (e *ProtobufEncoder) Record(r Record) (Record, error) { return encodeRecord(r, e.Encode) }
 
 // Encode converts one JsonConverter key or value ({"schema":…,"payload":…}
 // or null) to the Confluent wire format; nil and JSON null give nil.
 func (e *ProtobufEncoder) Encode(b []byte) ([]byte, error) {
-	if len(b) == 0 || string(b) == "null" {
-		return nil, nil
+	schema, payload, ok, err := connectRecord(b)
+	if !ok {
+		return nil, err
 	}
-	var env struct {
-		Schema  json.RawMessage `json:"schema"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	if err := json.Unmarshal(b, &env); err != nil || len(env.Schema) == 0 {
-		return nil, fmt.Errorf("not a JsonConverter record with a schema: %v", err)
-	}
-	if string(env.Payload) == "null" {
-		return nil, nil
-	}
+	env := struct{ Schema, Payload json.RawMessage }{schema, payload}
 	c, err := e.convOf(env.Schema)
 	if err != nil {
 		return nil, err

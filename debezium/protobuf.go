@@ -238,11 +238,9 @@ func (d *Decoder) decodeProtobuf(id SchemaID, payload, key []byte, headers []Hea
 	if de := d.pbEnvelope(payload, e, id, ev); de != nil {
 		return false, de
 	}
-	if !ev.Op.valid() {
-		return false, &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(ev.Op.String())}
+	if de := d.envelopeDone(ev, e.proj); de != nil {
+		return false, de
 	}
-	ev.Types = e.proj.types
-	d.noteTypes(e.proj.types)
 	if len(key) == 0 {
 		return true, nil
 	}
@@ -395,30 +393,12 @@ func (d *Decoder) pbSource(b []byte, e *pbEnvelope, src *Source, id SchemaID) *D
 		}
 		b = b[n:]
 		switch role {
-		case srcTsMs:
-			src.TsMs = int64(u)
-		case srcLSN:
-			src.LSN = int64(u)
-		case srcTxID:
-			src.TxID = int64(u)
-		case srcPos:
-			src.Pos = int64(u)
-		case srcRow:
-			src.Row = int64(u)
-		case srcSnapshot:
-			src.Snapshot = intern(&d.lastSnapshot, v)
-		case srcSequence:
-			src.Sequence = d.str(v)
-		case srcDB:
-			src.DB = intern(&d.lastDB, v)
-		case srcSchema:
-			src.Schema = intern(&d.lastSchema, v)
-		case srcTable:
-			src.Table = intern(&d.lastTable, v)
-		case srcFile:
-			src.File = intern(&d.lastFile, v)
-		case srcGTID:
-			src.GTID = d.str(v)
+		case srcTsMs, srcLSN, srcTxID, srcPos, srcRow:
+			setSourceInt(src, role, int64(u))
+		default:
+			if v != nil {
+				d.setSourceString(src, role, v)
+			}
 		}
 	}
 	return nil
@@ -665,6 +645,25 @@ func (t *pbType) symbol(n int32) (string, bool) {
 	return s, ok
 }
 
+// units converts v by the recipe's unit (ms → µs, ns → µs, flooring);
+// ok=false when the result overflows.
+func (info *colInfo) units(v int64) (int64, bool) {
+	switch {
+	case info.mul > 1:
+		if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
+			return v, false
+		}
+		return v * info.mul, true
+	case info.div > 1:
+		q := v / info.div
+		if v%info.div < 0 {
+			q--
+		}
+		return q, true
+	}
+	return v, true
+}
+
 // intValue converts an integer per info (units, range).
 func intValue(v int64, info *colInfo, out *row.Value) *DecodeError {
 	switch info.conv {
@@ -672,18 +671,9 @@ func intValue(v int64, info *colInfo, out *row.Value) *DecodeError {
 		if v < info.min || v > info.max {
 			return mismatch(info, "number "+strconv.FormatInt(v, 10))
 		}
-		switch {
-		case info.mul > 1:
-			if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
-				return mismatch(info, "out-of-range number "+strconv.FormatInt(v, 10))
-			}
-			v *= info.mul
-		case info.div > 1:
-			q := v / info.div
-			if v%info.div < 0 {
-				q--
-			}
-			v = q
+		v, ok := info.units(v)
+		if !ok {
+			return mismatch(info, "out-of-range number "+strconv.FormatInt(v, 10))
 		}
 		*out = row.Value{Kind: info.kind, Int: v}
 	case convFloat:
@@ -804,26 +794,10 @@ func (d *Decoder) pbArray(b []byte, f *pbField, info *colInfo, out *row.Value, i
 	if info.conv != convArray {
 		return mismatch(info, "a repeated field")
 	}
-	if d.depth >= maxArrayDepth {
-		return mismatch(info, "arrays nested more than "+strconv.Itoa(maxArrayDepth)+" deep")
+	a, err := d.beginArray(info)
+	if err != nil {
+		return err
 	}
-	level := d.depth
-	if len(d.abuf) <= level {
-		d.abuf = append(d.abuf, nil)
-	}
-	buf := d.abuf[level][:0]
-	transient := d.transient
-	d.depth, d.transient = level+1, true
-	ph, count, ints := level == 0, 0, false
-	elem := func(v *row.Value) {
-		if ph {
-			ph = d.ph.arrayElem(count, *v)
-			ints = ints || v.Kind != row.KindString && v.Kind != row.KindBytes
-		}
-		count++
-		buf = row.AppendRowValue(buf, *v)
-	}
-	var err *DecodeError
 	for len(b) > 0 && err == nil {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -838,7 +812,6 @@ func (d *Decoder) pbArray(b []byte, f *pbField, info *colInfo, out *row.Value, i
 			b = b[max(n, 0):]
 			continue
 		}
-		v := &d.elem[level]
 		if typ == protowire.BytesType && wireOf(f.t.kind) != protowire.BytesType {
 			// packed
 			var p []byte
@@ -848,7 +821,7 @@ func (d *Decoder) pbArray(b []byte, f *pbField, info *colInfo, out *row.Value, i
 			}
 			b = b[n:]
 			for len(p) > 0 {
-				*v = row.Value{}
+				v := d.elemValue(&a)
 				var m int
 				if m, err = d.pbValue(p, wireOf(f.t.kind), f.t, info.elem, v, id); err != nil {
 					break
@@ -858,11 +831,11 @@ func (d *Decoder) pbArray(b []byte, f *pbField, info *colInfo, out *row.Value, i
 					break
 				}
 				p = p[m:]
-				elem(v)
+				d.addElem(&a, v)
 			}
 			continue
 		}
-		*v = row.Value{}
+		v := d.elemValue(&a)
 		if n, err = d.pbValue(b, typ, f.t, info.elem, v, id); err != nil {
 			break
 		}
@@ -871,19 +844,9 @@ func (d *Decoder) pbArray(b []byte, f *pbField, info *colInfo, out *row.Value, i
 			break
 		}
 		b = b[n:]
-		elem(v)
+		d.addElem(&a, v)
 	}
-	d.depth, d.transient = level, transient
-	d.abuf[level] = buf
-	if err != nil {
-		return err
-	}
-	if ph && d.ph.arrayLen(count, ints) {
-		*out = row.Unavailable()
-		return nil
-	}
-	*out = row.Value{Kind: row.KindArray, Str: d.str(buf)}
-	return nil
+	return d.endArray(&a, err, out)
 }
 
 // pbJSON appends the JSON text JsonConverter writes for a struct or map
