@@ -88,4 +88,3 @@ Changing a running job.`)
 	}
 	return c
 }
-
