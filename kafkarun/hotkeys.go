@@ -18,12 +18,7 @@ import (
 // skewSnapshot gathers the owned partitions' hot keys and backlogs (safe on
 // any goroutine).
 func (j *joinStage) skewSnapshot() (hot []metrics.HotKeyStat, fanout int, waiting uint64) {
-	j.mu.Lock()
-	ws := make([]*worker, 0, len(j.workers))
-	for _, w := range j.workers {
-		ws = append(ws, w)
-	}
-	j.mu.Unlock()
+	ws := j.owned()
 	for _, w := range ws {
 		s := w.hot.Load()
 		if s == nil {

@@ -224,23 +224,27 @@ func (j *joinStage) stopWorkers(parts []int32) {
 // storeStats reports the owned partitions' state stores (for the metrics
 // collector; safe on any goroutine: a store closed meanwhile is skipped).
 func (j *joinStage) storeStats() []metrics.StoreStats {
-	type owned struct {
-		p  int32
-		st *joinstate.Store
-	}
-	j.mu.Lock()
-	ws := make([]owned, 0, len(j.workers))
-	for p, w := range j.workers {
-		ws = append(ws, owned{p, w.store})
-	}
-	j.mu.Unlock()
+	ws := j.owned()
 	out := make([]metrics.StoreStats, 0, len(ws))
 	for _, w := range ws {
-		if st, ok := w.st.Stats(); ok {
+		if st, ok := w.store.Stats(); ok {
 			out = append(out, metrics.StoreStats{Partition: strconv.Itoa(int(w.p)), Stats: st})
 		}
 	}
 	return out
+}
+
+// owned returns the workers of the owned partitions (safe on any
+// goroutine: a worker removed meanwhile has its store closed, which its
+// readers tolerate).
+func (j *joinStage) owned() []*worker {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ws := make([]*worker, 0, len(j.workers))
+	for _, w := range j.workers {
+		ws = append(ws, w)
+	}
+	return ws
 }
 
 // remove forgets a stopped worker and releases its store and sink.
