@@ -60,6 +60,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
@@ -223,7 +224,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	defer schemas.Close()
 	stopSchemas := context.AfterFunc(ctx, schemas.Close) // a fetch waiting for the registry ends at shutdown
 	defer stopSchemas()
-	k, err := newKeying(d, schemas)
+	var src debezium.SchemaSource // nil for a JSON job (a nil *registry.Client is not a nil interface)
+	if schemas != nil {
+		src = schemas
+	}
+	k, err := newKeying(d, src)
 	if err != nil {
 		return err
 	}
