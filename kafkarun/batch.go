@@ -200,10 +200,10 @@ func (b *batch) apply(r *kgo.Record) error {
 		emit = driver.Discard
 		b.rebuilt++
 	}
-	out := w.routerOut(emit, r.Offset)
+	out := w.opOut(emit, r.Offset)
 	drain := silent || w.unchunked
 	if drain {
-		if err := driver.Drain(w.router, b.t, out); err != nil {
+		if err := driver.Drain(w.op, b.t, out); err != nil {
 			return err
 		}
 	}
@@ -211,7 +211,7 @@ func (b *batch) apply(r *kgo.Record) error {
 		return err
 	}
 	if drain {
-		if err := driver.Drain(w.router, b.t, out); err != nil {
+		if err := driver.Drain(w.op, b.t, out); err != nil {
 			return err
 		}
 	}
@@ -240,7 +240,7 @@ func (b *batch) route(r *kgo.Record, out keyedlog.Out) error {
 		return nil
 	}
 	m.Pos, m.Version = r.Offset, b.clock.At(r.Offset)
-	return w.router.Step(b.t, m, out)
+	return w.op.Step(b.t, m, out)
 }
 
 // step advances the work in progress, in steps of skew.chunk_rows, for
@@ -248,7 +248,7 @@ func (b *batch) route(r *kgo.Record, out keyedlog.Out) error {
 // waits).
 func (b *batch) step(quantum time.Duration) error {
 	w := b.w
-	return w.pacer.Work(w.router, b.t, w.j.cfg.Skew.ChunkRows, quantum, w.routerOut(b.emit, b.next))
+	return w.pacer.Work(w.op, b.t, w.j.cfg.Skew.ChunkRows, quantum, w.opOut(b.emit, b.next))
 }
 
 // drain finishes the runnable work in progress at the batch's position
@@ -258,7 +258,7 @@ func (b *batch) drain() error {
 	if b.w.out.Silent(b.next) {
 		emit = driver.Discard
 	}
-	return driver.Drain(b.w.router, b.t, b.w.routerOut(emit, b.next))
+	return driver.Drain(b.w.op, b.t, b.w.opOut(emit, b.next))
 }
 
 // commit ends the batch at position next (driver.Commit): position and

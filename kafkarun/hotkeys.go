@@ -73,13 +73,6 @@ func (b *busyKeys) snapshot() []metrics.BusyKeyStat {
 	return nil
 }
 
-// publishHot publishes the router's hot keys and backlog for the metrics
-// collector.
-func (w *worker) publishHot() {
-	keys, waiting := w.router.Backlog()
-	w.hot.Store(&hotSnapshot{keys: w.router.HotKeys(), busy: keys, waiting: waiting})
-}
-
 // hotSnapshot is what a worker last published about its hot keys.
 type hotSnapshot struct {
 	keys    []skew.HotKey

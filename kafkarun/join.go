@@ -154,7 +154,7 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	t := st.Begin()
-	err = w.newRouter(t, !has)
+	err = w.newOperator(t, !has)
 	if err == nil {
 		err = t.Commit()
 	} else {
@@ -171,7 +171,7 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	w.pos.Store(pos)
 	w.cuTarget.Store(-1)
 	w.quiet.Store(-1)
-	if !w.router.Busy() {
+	if !w.op.Busy() {
 		w.quiet.Store(pos)
 	}
 	j.mu.Lock()

@@ -100,6 +100,11 @@ type Options struct {
 	// ClientOpts are appended to every Kafka client's options (tests:
 	// shorter timeouts, fault injection hooks).
 	ClientOpts []kgo.Opt
+	// Operator, if set, makes each owned keyed partition's operator (a
+	// stage of another kind: package driver's contract) when the partition
+	// is assigned; default: the regular join's skew.Router. It must be
+	// safe for concurrent use.
+	Operator func(OperatorFor) (Operator, error)
 }
 
 // deps is what the stages of Run are made with (one value instead of a
@@ -113,6 +118,8 @@ type deps struct {
 	log  *slog.Logger
 	m    *metrics.Metrics
 	sm   *metrics.Skew
+	// newOp is Options.Operator (nil: the regular join's, newRouter).
+	newOp func(OperatorFor) (Operator, error)
 }
 
 // Run runs the job until ctx is done, then drains: the batch in progress
@@ -193,7 +200,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		return err
 	}
-	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm}
+	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, newOp: opts.Operator}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -15,7 +15,6 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/sink"
-	"github.com/cdcjoin/cdcjoin/skew"
 	"github.com/cdcjoin/cdcjoin/version"
 )
 
@@ -41,25 +40,26 @@ import (
 // context is cancelled, the batch is abandoned uncommitted (the next owner
 // redoes it) and the worker returns.
 //
-// Hot keys (operator.go): records go through the partition's skew.Router. A
-// fan-out too large for skew.chunk_rows becomes work in progress, stepped
-// inside batches between later records (paced: about as much time as the
-// records took; idleQuantum at a time when no input waits), so a driven
-// batch fills with steps while it waits for input, and a worker with work
-// in progress and no input runs batches of steps alone (the position does
-// not move). The router's records go in one Kafka transaction per batch,
-// committed after the sink's flush (End) and before the state commit.
-// Records below emitFrom are applied without writing and their work is
-// drained with them (nothing of it is written: the sink has it); the
-// router sends nothing for records below forwardFrom (the group's
-// committed offset: an earlier owner applied them, sent their records and
-// committed), but does for records between forwardFrom and a Positioned
-// sink's delivered position (a crash between End and the forwarding
-// transaction's commit; replicas drop the duplicates). With a Positioned
-// sink the router does all the work of an input at once (skew.chunk_rows
-// does not apply): a replayed batch must write the same changes in the
-// same order, which time-paced steps would not. Salting still spreads hot
-// keys over partitions there.
+// The operator (operator.go): records go through the partition's Operator
+// (Options.Operator; by default the regular join's skew.Router, which the
+// rest of this comment describes). A fan-out too large for skew.chunk_rows
+// becomes work in progress, stepped inside batches between later records
+// (paced: about as much time as the records took; idleQuantum at a time
+// when no input waits), so a driven batch fills with steps while it waits
+// for input, and a worker with work in progress and no input runs batches
+// of steps alone (the position does not move). The router's records go in
+// one Kafka transaction per batch, committed after the sink's flush (End)
+// and before the state commit. Records below emitFrom are applied without
+// writing and their work is drained with them (nothing of it is written:
+// the sink has it); the router sends nothing for records below forwardFrom
+// (the group's committed offset: an earlier owner applied them, sent their
+// records and committed), but does for records between forwardFrom and a
+// Positioned sink's delivered position (a crash between End and the
+// forwarding transaction's commit; replicas drop the duplicates). With a
+// Positioned sink the router does all the work of an input at once
+// (skew.chunk_rows does not apply): a replayed batch must write the same
+// changes in the same order, which time-paced steps would not. Salting
+// still spreads hot keys over partitions there.
 type worker struct {
 	j     *joinStage
 	p     int32
@@ -76,10 +76,10 @@ type worker struct {
 	forwardFrom int64
 	clock       version.Clock
 
-	router    *skew.Router // the operator: the join, fair fan-out, hot keys (operator.go)
-	fwd       *forwarder   // the router's records
+	op        Operator   // the partition's operator (operator.go; by default the regular join's skew.Router)
+	fwd       *forwarder // what the operator sends (Out.Send)
 	pacer     driver.Pacer
-	unchunked bool // the router does an input's work at once (a Positioned sink)
+	unchunked bool // the operator does an input's work at once (a Positioned sink)
 	msg       keyedlog.Msg
 
 	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
@@ -95,8 +95,6 @@ type worker struct {
 
 	busySince atomic.Int64 // UnixNano when the batch in progress began; 0 when idle
 	stats     reporter     // the sink's counters, for the scraper
-
-	rstats skew.RouterStats // the router's, as of the last commit (metrics deltas)
 
 	dir      string   // the partition's state directory
 	hasState bool     // the state had a position when the worker started
@@ -236,14 +234,12 @@ func (w *worker) runBatch(recs []*kgo.Record) ([]*kgo.Record, error) {
 func (w *worker) committed(clock version.Clock, next int64) {
 	w.clock = clock
 	w.pos.Store(next)
-	if !w.router.Busy() {
+	if !w.op.Busy() {
 		w.quiet.Store(next)
 	}
-	st := w.router.Stats
-	w.j.sm.Forwarded.Add(float64(st.Forwards + st.Proposals - w.rstats.Forwards - w.rstats.Proposals))
-	w.j.sm.Duplicates.Add(float64(st.Duplicate - w.rstats.Duplicate))
-	w.rstats = st
-	w.publishHot()
+	if w.op.Committed != nil {
+		w.op.Committed()
+	}
 }
 
 // start opens the sink and, for a Positioned one, starts emitting where
@@ -261,7 +257,9 @@ func (w *worker) start() error {
 		return nil
 	}
 	w.unchunked = true
-	w.router.SetChunk(-1)
+	if w.op.Unchunk != nil {
+		w.op.Unchunk()
+	}
 	d, err := w.out.Delivered(w.ctx)
 	if err != nil {
 		return err
@@ -282,7 +280,7 @@ const writeChunk = 1024
 // while rebuilding. (Work at positions below emitFrom, and an unchunked
 // router's, is drained with the records that made it.)
 func (w *worker) steps(next int64) bool {
-	return w.rb == nil && !w.unchunked && next >= 0 && !w.out.Silent(next) && w.router.Runnable()
+	return w.rb == nil && !w.unchunked && next >= 0 && !w.out.Silent(next) && w.op.Runnable()
 }
 
 // stepping reports whether the worker has work in progress to run a batch
@@ -299,7 +297,7 @@ func (w *worker) stepping() bool { return w.steps(w.pos.Load()) }
 // before.
 func (w *worker) finishWork() {
 	pos := w.pos.Load()
-	if w.rb != nil || pos < 0 || !w.router.Runnable() || w.ctx.Err() != nil {
+	if w.rb != nil || pos < 0 || !w.op.Runnable() || w.ctx.Err() != nil {
 		return
 	}
 	if !w.out.Silent(pos) && w.out.Positioned() {
@@ -320,9 +318,9 @@ func (w *worker) finishWork() {
 	}
 }
 
-// routerOut is the router's Out for work at position pos, emitting into
+// opOut is the operator's Out for work at position pos, emitting into
 // emit: Quiet below forwardFrom (an earlier owner sent its records).
-func (w *worker) routerOut(emit keyed.Emit, pos int64) keyedlog.Out {
+func (w *worker) opOut(emit keyed.Emit, pos int64) keyedlog.Out {
 	return keyedlog.Out{Emit: emit, Send: w.fwd, Quiet: pos < w.forwardFrom}
 }
 
