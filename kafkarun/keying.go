@@ -163,8 +163,11 @@ func (k *keying) run(ctx context.Context) error {
 	for {
 		err := k.session(ctx, size)
 		var re *restartable
-		if err == nil || ctx.Err() != nil || !errors.As(err, &re) {
+		switch {
+		case err == nil || !errors.As(err, &re):
 			return err
+		case ctx.Err() != nil:
+			return nil // stopped: what the failure left uncommitted is redone by the next start
 		}
 		now := time.Now()
 		k.health.failed(now, err)
