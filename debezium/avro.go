@@ -737,16 +737,17 @@ func (d *Decoder) avroArray(r *avroReader, t *avroType, info *colInfo, out *row.
 			break
 		}
 		for ; count > 0; count-- {
-			var v row.Value
-			if err = d.avroValue(r, t.items, info.elem, &v, id); err != nil {
+			v := &d.elem[level]
+			*v = row.Value{}
+			if err = d.avroValue(r, t.items, info.elem, v, id); err != nil {
 				break
 			}
 			if ph {
-				ph = d.ph.arrayElem(n, v)
+				ph = d.ph.arrayElem(n, *v)
 				ints = ints || v.Kind != row.KindString && v.Kind != row.KindBytes
 			}
 			n++
-			buf = row.AppendRowValue(buf, v)
+			buf = row.AppendRowValue(buf, *v)
 		}
 	}
 	d.depth, d.transient = level, transient

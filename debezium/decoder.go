@@ -78,9 +78,10 @@ type Decoder struct {
 	learned  int          // how many keyClass entries are set
 	ph       placeholders
 
-	abuf      [][]byte // per array nesting level: the elements' encoding
-	depth     int      // array nesting level of the value being decoded
-	transient bool     // str may return views (array elements, copied at once)
+	abuf      [][]byte                 // per array nesting level: the elements' encoding
+	elem      [maxArrayDepth]row.Value // per array nesting level: the element being decoded (a local would escape: the decoders recurse)
+	depth     int                      // array nesting level of the value being decoded
+	transient bool                     // str may return views (array elements, copied at once)
 
 	avro  avroSchemas // compiled Avro schemas by id
 	proto protoSchemas
@@ -960,11 +961,12 @@ func (d *Decoder) arrayValue(s *scanner, info *colInfo, out *row.Value) *DecodeE
 			err = e
 			break
 		}
-		var v row.Value
-		if err = d.value(s, elem, &v); err != nil {
+		v := &d.elem[level]
+		*v = row.Value{}
+		if err = d.value(s, elem, v); err != nil {
 			break
 		}
-		buf = row.AppendRowValue(buf, v) // copies v before the next element reuses buffers
+		buf = row.AppendRowValue(buf, *v) // copies v before the next element reuses buffers
 	}
 	d.depth, d.transient = level, transient
 	d.abuf[level] = buf
