@@ -15,6 +15,7 @@
 //	'A' salt(2) joinKey                  a replica's release confirmation
 //	'X' side time jk pk                  a time join's event (time.go)
 //	'W' side partition writer            a time join's source partition watermark (time.go)
+//	'S' bytes                            an operator's own record (KindStage: Msg.Key, Msg.Value)
 //
 // Values of 'P' and 'C': nil (a tombstone) for deletes; 0x01 row
 // (row.AppendRow) for upserts; 0x03 the row without the columns the key
@@ -23,7 +24,9 @@
 // stage writes; 0x01 records written before stay readable); 0x02 with the
 // versions a row was last emitted with, then the row (load records, from a
 // handover or a move). Values of 'T' and 'E': 0x01. 'F', 'L', 'A': see
-// router.go.
+// router.go. 'S': the operator's (keyedlog does not look inside; an
+// operator with several kinds of records tags them in its key bytes, and
+// gives markers unique keys so that compaction keeps them).
 //
 // The key of a row record is unique per live source row, so log compaction
 // keeps exactly the live rows (plus the latest truncate marker per side),
@@ -62,6 +65,12 @@ const (
 	// KindAck is a replica's confirmation of a release round (Msg.JoinKey,
 	// Msg.Salt, Msg.Origin), read at the key's home partition.
 	KindAck
+	// KindStage is an operator's own record ('S' key: Msg.Key, Msg.Value),
+	// for operators whose inputs are not the keying stage's rows (the
+	// stages of a multi-table plan, a time join's watermarks): written by
+	// the operator's upstream (another stage's Out.Send, a keying stage of
+	// its own), decoded by the operator.
+	KindStage
 )
 
 func (k Kind) String() string {
@@ -80,6 +89,8 @@ func (k Kind) String() string {
 		return "time"
 	case KindWatermark:
 		return "watermark"
+	case KindStage:
+		return "stage"
 	}
 	return "invalid"
 }
@@ -114,6 +125,9 @@ type Msg struct {
 	Time      timejoin.Record
 	Source    TimeSource
 	Watermark Watermark
+	// Key (without its 'S') and Value are a KindStage record's bytes
+	// (Value nil for a tombstone).
+	Key, Value []byte
 }
 
 // Decode parses a record of the keyed log into m (every field but Pos and
@@ -125,6 +139,10 @@ func Decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
 }
 
 func decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
+	if len(key) > 0 && key[0] == recStage {
+		m.Kind, m.Key, m.Value = KindStage, key[1:], value
+		return nil
+	}
 	if len(key) < 2 {
 		return fmt.Errorf("key too short (%d bytes)", len(key))
 	}
@@ -160,6 +178,13 @@ func decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
 	}
 	return fmt.Errorf("unknown key type %q", key[0])
 }
+
+// recStage is the first byte of an operator's own record (KindStage).
+const recStage = 'S'
+
+// AppendStageKey appends the key of an operator's own record with the
+// given bytes (KindStage) to dst.
+func AppendStageKey(dst, key []byte) []byte { return append(append(dst, recStage), key...) }
 
 // IsRouter reports whether a record key is one of the hot-key router's
 // records ('F', 'L', 'A'), which only the router rebuilds (a bulk rebuild
