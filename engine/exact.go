@@ -7,6 +7,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/internal/cerr"
+	"github.com/cdcjoin/cdcjoin/joinstate"
 )
 
 // Exactly-once output to a sink.Positioned (the changelog ClickHouse sink
@@ -55,25 +56,32 @@ func (e *Engine) loadExact() error {
 	if !e.out.Positioned() || e.stream != "" {
 		return nil
 	}
+	e.stream, err = newStream(e.store)
+	return err
+}
+
+// newStream gives a state a new output stream (a random name, as
+// driver.MetaStream), committed and durable before the first row or INSERT
+// names it, whatever state.sync says (a kill must not make the next run
+// pick another).
+func newStream(store *joinstate.Store) (string, error) {
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
-		return cerr.Wrap(err, "state: stream id")
+		return "", cerr.Wrap(err, "state: stream id")
 	}
 	stream := "replay-" + hex.EncodeToString(id[:])
-	t := e.store.Begin()
+	t := store.Begin()
 	if err := driver.MetaStream.Put(t, stream); err != nil {
 		t.Abort()
-		return err
+		return "", err
 	}
 	if err := t.Commit(); err != nil {
-		return err
+		return "", err
 	}
-	// Durable before the first INSERT names it, whatever state.sync says.
-	if err := e.store.SyncWAL(); err != nil {
-		return err
+	if err := store.SyncWAL(); err != nil {
+		return "", err
 	}
-	e.stream = stream
-	return nil
+	return stream, nil
 }
 
 // Start asks a Positioned sink what it holds of the state's output (see

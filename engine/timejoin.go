@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -127,23 +125,11 @@ func (e *TimeEngine) load() error {
 	if e.stream == "" {
 		// A new state starts a new output stream: its sequence numbers
 		// start over, so the sinks must not take them for a replay of an
-		// older state's rows. Durable before any row names it, whatever
-		// state.sync says (a kill must not make the next run pick another).
-		var b [8]byte
-		rand.Read(b[:])
-		stream := "replay-" + hex.EncodeToString(b[:])
-		t := e.store.Begin()
-		if err := driver.MetaStream.Put(t, stream); err != nil {
-			t.Abort()
+		// older state's rows.
+		var err error
+		if e.stream, err = newStream(e.store); err != nil {
 			return err
 		}
-		if err := t.Commit(); err != nil {
-			return err
-		}
-		if err := e.store.SyncWAL(); err != nil {
-			return err
-		}
-		e.stream = stream
 	}
 	return e.store.Positions(func(topic string, part int32, next int64) error {
 		e.resume[topicPart{topic, part}] = next
