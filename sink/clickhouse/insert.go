@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -56,12 +57,36 @@ func (s *Sink) readDelivered(ctx context.Context) (uint64, error) {
 	return v, err
 }
 
+// maxSeq reads the stream's largest _seq, once no INSERT of the stream is
+// still running on the server: an INSERT whose client was killed or closed
+// mid-send may still commit after the client is gone (TestInsertExactlyOnce
+// under load: 37 rows twice), so the server's processes are asked first
+// (each INSERT's query_id starts with insertQueryID's prefix). A cluster's
+// other replicas are not asked.
 func (s *Sink) maxSeq(ctx context.Context) (uint64, error) {
+	running := fmt.Sprintf("SELECT count() FROM system.processes WHERE query_id LIKE %s", sqlString(insertQueryPrefix(s.ins.stream)+"%"))
+	for {
+		var n uint64
+		if err := s.conn.QueryRow(ctx, running).Scan(&n); err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	var v uint64
 	q := fmt.Sprintf("SELECT max(%s) FROM %s WHERE %s = %s", colSeq, tableName(s.chc), colStream, sqlString(s.ins.stream))
 	err := s.conn.QueryRow(ctx, q).Scan(&v)
 	return v, err
 }
+
+// insertQueryPrefix starts the query_id of every INSERT of stream.
+func insertQueryPrefix(stream string) string { return "cdcjoin-insert-" + stream + "-" }
 
 // Dropped reports how many rows an insert-mode sink did not send because
 // the table held them already (a replay after a crash).

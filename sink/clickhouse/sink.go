@@ -724,9 +724,11 @@ func (s *Sink) worker() {
 func (s *Sink) insert(ctx context.Context, b *batch) error {
 	if s.ins != nil {
 		tok := fmt.Sprintf("%s:%d-%d", s.ins.stream, b.firstSeq, b.lastSeq)
+		opts := []ch.QueryOption{ch.WithQueryID(fmt.Sprintf("%s%d-%d-%d", insertQueryPrefix(s.ins.stream), b.firstSeq, b.lastSeq, time.Now().UnixNano()))}
 		if s.token {
-			ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": tok}))
+			opts = append(opts, ch.WithSettings(ch.Settings{"insert_deduplication_token": tok}))
 		}
+		ctx = ch.Context(ctx, opts...)
 	} else if b.hash != nil {
 		tok := hex.EncodeToString(b.hash.Sum(nil))
 		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_deduplication_token": tok}))
