@@ -258,8 +258,10 @@ func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 		j.old.row = j.old.row[:0]
 	}
 	oldM, newM := had && j.old.matchable, in.Matchable
+	// others (another matchable row of s at the key) only matters when o
+	// is padded: it decides whether o's rows start or stop being padded.
 	var others bool
-	if oldM != newM {
+	if oldM != newM && padO {
 		if others, err = j.anyMatchable(kv, in.Key, s, in.ID); err != nil {
 			return err
 		}
@@ -351,11 +353,14 @@ func (j *Join) delete(kv State, s Side, key, id []byte, v uint64, emit Emit) err
 	}
 	oExists := false
 	if j.old.matchable {
-		others, err := j.anyMatchable(kv, key, s, nil)
-		if err != nil {
-			return err
+		last := false // the last matchable row of s at key (only asked when o is padded)
+		if padO {
+			others, err := j.anyMatchable(kv, key, s, nil)
+			if err != nil {
+				return err
+			}
+			last = !others
 		}
-		last := !others
 		err = j.eachMatchable(kv, key, o, func(oid []byte) error {
 			oExists = true
 			if err := j.emitJoined(emit, s, row.Retract, id, j.old.row, nil, oid, key, v, max(j.old.version, j.orec.version)); err != nil {
