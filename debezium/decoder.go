@@ -718,18 +718,8 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *row.Value) *DecodeError 
 		if !ok || v < info.min || v > info.max {
 			return mismatch(info, "number "+string(raw))
 		}
-		switch {
-		case info.mul > 1:
-			if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
-				return mismatch(info, "out-of-range number "+string(raw))
-			}
-			v *= info.mul
-		case info.div > 1:
-			q := v / info.div
-			if v%info.div < 0 {
-				q--
-			}
-			v = q
+		if v, ok = info.units(v); !ok {
+			return mismatch(info, "out-of-range number "+string(raw))
 		}
 		*out = row.Value{Kind: info.kind, Int: v}
 		return nil
