@@ -99,7 +99,8 @@ func (c *Config) projected(side row.Side) map[string]bool {
 // configuration must be valid.
 func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
 	t, _ := c.table(side)
-	if len(t.Types) == 0 {
+	linked := c.linkedKeyTypes(side)
+	if len(t.Types) == 0 && len(linked) == 0 {
 		return nil
 	}
 	pk := set(t.Key)
@@ -107,7 +108,16 @@ func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
 	for i, col := range cols {
 		decl, ok := t.Types[col]
 		if !ok {
-			continue
+			// A foreign key column without a type of its own has its
+			// parent key's declared type, and the other way round: the
+			// two must hold the same values.
+			if decl, ok = linked[col]; !ok {
+				continue
+			}
+			decl = strings.TrimSpace(decl)
+			if l := strings.ToLower(decl); strings.HasSuffix(l, " not null") {
+				decl = strings.TrimSpace(decl[:len(decl)-len(" not null")])
+			}
 		}
 		ct, err := pgschema.Column(decl, c.Debezium.Modes())
 		if err != nil {
@@ -142,6 +152,27 @@ func (c *Config) DeclaredOutputTypes() []row.ColumnType {
 	for i, s := range c.Select {
 		if d := c.DeclaredTypes(s.Side, []string{s.Column}); d != nil {
 			out[i] = d[0]
+		}
+	}
+	return out
+}
+
+// linkedKeyTypes returns, for side's key columns linked to the other
+// side's (the child's foreign key and the parent's key, one to one), the
+// other side's declared types.
+func (c *Config) linkedKeyTypes(side row.Side) map[string]string {
+	if len(c.Child.ParentKey) != len(c.Parent.Key) {
+		return nil
+	}
+	out := map[string]string{}
+	for i, fk := range c.Child.ParentKey {
+		pk := c.Parent.Key[i]
+		if side == row.Child {
+			if d, ok := c.Parent.Types[pk]; ok {
+				out[fk] = d
+			}
+		} else if d, ok := c.Child.Types[fk]; ok {
+			out[pk] = d
 		}
 	}
 	return out

@@ -18,7 +18,9 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/internal/progress"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -313,9 +315,25 @@ func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, in *in
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline.Add(time.Second)) {
-			return diff, nil
+			got, _ := m.live()
+			return diff + "\n" + in.progress(want, got), nil
 		}
 	}
+}
+
+// progress explains a wait that timed out: the differences per keyed
+// partition and the instance's Status (what each worker waits on).
+func (in *instance) progress(want, got []cdcgen.JoinedRow) string {
+	if in == nil {
+		return ""
+	}
+	s := "progress at the deadline:\n" + progress.Report(want, got, in.parts)
+	if st := in.ready.Status(); st != nil {
+		s += fmt.Sprint(st)
+	} else {
+		s += "(no status: Run is not running)"
+	}
+	return s
 }
 
 // instance is one running kafkarun.Run.
@@ -323,19 +341,30 @@ type instance struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
 	err    error         // Run's result, once done is closed
+	ready  *metrics.Readiness
+	parts  int32 // keyed partitions (progress reports)
+}
+
+// newInstance returns an instance of a Run of cfg not started yet.
+func newInstance(cfg *config.Config, cancel context.CancelFunc) *instance {
+	parts := int32(cfg.Kafka.KeyedPartitions)
+	if parts == 0 {
+		parts = 3 // the clusters' topics
+	}
+	return &instance{cancel: cancel, done: make(chan struct{}), ready: &metrics.Readiness{}, parts: parts}
 }
 
 func start(t testing.TB, cfg *config.Config, s *modelSink, extra ...kgo.Opt) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{cancel: cancel, done: make(chan struct{})}
+	in := newInstance(cfg, cancel)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	go func() {
 		defer close(in.done)
-		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra, Ready: in.ready})
 	}()
 	return in
 }

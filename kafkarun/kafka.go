@@ -31,6 +31,9 @@ func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.ClientID(k.ClientID),
 		kgo.DialTimeout(10 * time.Second),
+		// franz-go's default of 5 min: under load a failed metadata
+		// refresh left produces and assignments waiting for it that long.
+		kgo.MetadataMaxAge(30 * time.Second),
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if k.TLS.Enabled {
@@ -241,7 +244,9 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	if err != nil {
 		return err
 	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
+	sctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	starts, err := adm.ListStartOffsets(sctx, topic)
+	cancel()
 	if err != nil {
 		return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err))
 	}
@@ -262,7 +267,11 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	}
 	defer cl.Close()
 	next := first
+	moved := time.Now()
 	for next < end {
+		if time.Since(moved) > restoreStall {
+			return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: no record for %v at offset %d of %d", topic, p, restoreStall, next, end))
+		}
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -281,7 +290,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 		got := false
 		var rerr error
 		fs.EachRecord(func(r *kgo.Record) {
-			got = true
+			got, moved = true, time.Now()
 			if rerr != nil {
 				return
 			}
@@ -305,7 +314,18 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	return nil
 }
 
+// Bounds of a restore's Kafka calls: an admin request, and a partition
+// read that gets no record although it has not reached the end. A stall
+// is a restartable failure (a new client, fresh metadata), not a wait of
+// minutes (franz-go refreshes stale metadata every MetadataMaxAge).
+const (
+	adminTimeout = 30 * time.Second
+	restoreStall = time.Minute
+)
+
 func partitionEnd(ctx context.Context, adm *kadm.Client, topic string, p int32) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()

@@ -75,7 +75,11 @@ type keying struct {
 
 	mu  sync.Mutex
 	idx map[sourcePart]*joinstate.Store // source partition → its index
-	rd  keyingReady                     // the assignment, for readiness (ready.go)
+	// ending: a transaction's End runs with rebalances allowed (see
+	// transact); indexes dropped meanwhile wait in dropped.
+	ending  bool
+	dropped []*joinstate.Store
+	rd      keyingReady // the assignment, for readiness (ready.go)
 
 	txns map[sourcePart]*joinstate.Txn // per transaction
 	perr error                         // first produce error of the transaction
@@ -86,6 +90,13 @@ type keying struct {
 	logged map[sourcePart]int64
 
 	scratch []byte // for keyedSize
+
+	// txnBegan is when the last transaction began (after the restores
+	// before it; zero when it did not begin), txnKeyed how long keying its
+	// records took (up to its End): its size adapts to them, failures log
+	// them.
+	txnBegan time.Time
+	txnKeyed time.Duration
 }
 
 func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
@@ -119,6 +130,9 @@ func (k *keying) open() error {
 	// transaction.
 	k.keyer.Changelog = k.changelog
 	k.keyTypesSaved, k.keyTypesPending = 0, 0
+	k.mu.Lock()
+	k.rd = keyingReady{} // until the new session's assignment
+	k.mu.Unlock()
 	kc := &cfg.Kafka
 	opts := producerOpts(kc, k.base,
 		kgo.ConsumerGroup(kc.KeyingGroup()),
@@ -164,11 +178,31 @@ func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[strin
 			sp := sourcePart{side, p}
 			k.forget(sp)
 			if s := k.idx[sp]; s != nil {
+				delete(k.idx, sp)
+				if k.ending {
+					// The transaction's End is running: its index
+					// transaction on s commits or aborts with it.
+					k.dropped = append(k.dropped, s)
+					continue
+				}
 				if err := s.Close(); err != nil {
 					k.log.Warn("closing index", "side", side, "partition", p, "err", err)
 				}
-				delete(k.idx, sp)
 			}
+		}
+	}
+}
+
+// endRebalanceWindow closes the indexes of partitions dropped while a
+// transaction ended (after its index transactions committed or aborted).
+func (k *keying) endRebalanceWindow() {
+	k.mu.Lock()
+	dropped := k.dropped
+	k.ending, k.dropped = false, nil
+	k.mu.Unlock()
+	for _, s := range dropped {
+		if err := s.Close(); err != nil {
+			k.log.Warn("closing index", "err", err)
 		}
 	}
 }
@@ -190,7 +224,7 @@ func (k *keying) indexTopic(side row.Side) string {
 
 // close ends the session (leaving the group) and closes the indexes.
 func (k *keying) close() {
-	k.sess.CloseAllowingRebalance()
+	closeGroupClient(k.sess.Client(), leaveTimeout(k.cfg))
 	k.mu.Lock()
 	all := map[string][]int32{}
 	for sp := range k.idx {
@@ -213,8 +247,11 @@ func (k *keying) run(ctx context.Context) error {
 	for {
 		err := k.session(ctx, size)
 		var re *restartable
-		if err == nil || ctx.Err() != nil || !errors.As(err, &re) {
+		switch {
+		case err == nil || !errors.As(err, &re):
 			return err
+		case ctx.Err() != nil:
+			return nil // stopped: what the failure left uncommitted is redone by the next start
 		}
 		now := time.Now()
 		k.health.failed(now, err)
@@ -256,6 +293,9 @@ func (k *keying) session(ctx context.Context, size *txnSize) error {
 			k.sess.AllowRebalance()
 			return err
 		}
+		if hadErr {
+			k.health.failed(time.Now(), fetchErr(fs))
+		}
 		if err := k.restoreFetched(ctx); err != nil {
 			k.sess.AllowRebalance()
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -270,17 +310,30 @@ func (k *keying) session(ctx context.Context, size *txnSize) error {
 		}
 		if fs.NumRecords() == 0 {
 			k.sess.AllowRebalance()
-			if !hadErr {
-				k.health.progressed(time.Now()) // caught up
+			if !hadErr && k.notReady() == nil {
+				k.health.progressed(time.Now()) // caught up: nothing to do
 			}
 			continue
 		}
 		began := time.Now()
-		k.health.busy(began)
-		err = k.transact(ctx, fs, began)
+		k.txnKeyed, k.txnBegan = 0, time.Time{}
+		err = k.transact(ctx, fs)
 		k.health.busy(time.Time{})
-		size.observe(fs.NumRecords(), time.Since(began))
+		took := time.Since(began)
+		if !k.txnBegan.IsZero() {
+			took = time.Since(k.txnBegan) // without the restores before it
+		}
+		if err != nil && k.txnKeyed > 0 {
+			// A failed transaction counts with its keying time (End may
+			// have waited for a broker that did not answer).
+			took = max(k.txnKeyed, min(took, k.cfg.Kafka.TransactionTimeout))
+		}
+		size.observe(fs.NumRecords(), took)
 		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				k.log.Info("keying transaction failed", "records", fs.NumRecords(), "keyed_in", k.txnKeyed.Round(time.Millisecond),
+					"took", time.Since(began).Round(time.Millisecond), "next_size", size.next(), "err", err)
+			}
 			k.sess.AllowRebalance()
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return nil // shutdown during a restore: nothing was committed
@@ -304,7 +357,7 @@ func (k *keying) session(ctx context.Context, size *txnSize) error {
 // this goroutine returns (issue 24). A failure of a Kafka call is
 // restartable: the transaction is not committed (or not known to be), and
 // the stage starts over from what was.
-func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) error {
+func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	// Bring the indexes of newly assigned partitions up to date before the
 	// transaction begins: a long rebuild must not run into the
 	// transaction timeout.
@@ -317,6 +370,10 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) 
 	if rerr != nil {
 		return rerr
 	}
+	// The broker times the transaction from its first record on.
+	began := time.Now()
+	k.txnBegan = began
+	k.health.busy(began)
 	kc := &k.cfg.Kafka
 	if err := k.sess.Begin(); err != nil {
 		return k.kafkaFault(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), began)
@@ -339,6 +396,17 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) 
 		err = k.kafkaFault(k.perr, began)
 	}
 	k.pmu.Unlock()
+	k.txnKeyed = time.Since(began) // from the transaction's begin
+	// End with rebalances allowed, as GroupTransactSession is meant to
+	// run: a revoke or a lost session during End makes it abort (and a
+	// revoke waits for a commit in progress). Under BlockRebalanceOnPoll,
+	// End would wait for a heartbeat of a session that failed, or for the
+	// lost callback the block holds back: until its deadline (issue 24).
+	k.mu.Lock()
+	k.ending = true
+	k.mu.Unlock()
+	defer k.endRebalanceWindow()
+	k.sess.AllowRebalance()
 	if err != nil {
 		_, aerr := k.sess.End(pctx, kgo.TryAbort)
 		k.abortTxns()

@@ -168,15 +168,23 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		defer reg.Unregister(sc)
 	}
 	var kstage atomic.Pointer[keying] // set once the keying stage exists
+	var brokers stageHealth           // the probe's (fault.go)
+	brokers.progressed(time.Now())
 	if opts.Ready != nil {
 		limit, klimit := stuckAfter(cfg), keyingStall(cfg)
 		opts.Ready.SetLiveness(func() error {
+			if err := brokers.stalled("kafka", time.Now(), klimit); err != nil {
+				return err
+			}
 			if k := kstage.Load(); k != nil {
 				if err := k.health.stalled("keying", time.Now(), klimit); err != nil {
 					return err
 				}
 			}
 			if j := stage.Load(); j != nil {
+				if err := j.health.stalled("join", time.Now(), klimit); err != nil {
+					return err
+				}
 				if p, d, ok := j.stuck(time.Now(), limit); ok {
 					return fmt.Errorf("join partition %d has been in one batch for %v (more than %v)", p, d.Round(time.Second), limit)
 				}
@@ -263,7 +271,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	stage.Store(j)
 	kstage.Store(k)
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		probe(ctx, admCl.Ping, &brokers)
+	}()
 	go func() {
 		defer wg.Done()
 		defer k.close()
@@ -282,17 +294,25 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if opts.Ready != nil {
 		// Ready once every owned partition caught up (ready.go).
 		opts.Ready.SetCheck(func() error {
+			if err := brokers.notReady("kafka"); err != nil {
+				return err
+			}
 			if err := k.health.notReady("keying"); err != nil {
 				return err
 			}
 			if err := k.notReady(); err != nil {
 				return err
 			}
+			if err := j.health.notReady("join"); err != nil {
+				return err
+			}
 			return j.notReady()
 		})
+		opts.Ready.SetStatus(func() any { return status(k, j, time.Now()) })
 		opts.Ready.Set(true)
 		defer opts.Ready.Set(false)
 		defer opts.Ready.SetCheck(nil)
+		defer opts.Ready.SetStatus(nil)
 	}
 	log.Info("running", "keyed_topic", cfg.Kafka.KeyedTopic(), "keyed_partitions", top.keyedParts)
 	wg.Wait()

@@ -57,7 +57,7 @@ type skewInstance struct {
 func startSkew(t *testing.T, cfg *config.Config, s *modelSink) *skewInstance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &skewInstance{instance: &instance{cancel: cancel, done: make(chan struct{})}, reg: prometheus.NewRegistry()}
+	in := &skewInstance{instance: newInstance(cfg, cancel), reg: prometheus.NewRegistry()}
 	lvl := slog.LevelWarn
 	if testing.Verbose() {
 		lvl = slog.LevelInfo
@@ -65,7 +65,7 @@ func startSkew(t *testing.T, cfg *config.Config, s *modelSink) *skewInstance {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("instance", cfg.Kafka.InstanceID)
 	go func() {
 		defer close(in.done)
-		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log, Registry: in.reg})
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log, Registry: in.reg, Ready: in.ready})
 	}()
 	return in
 }

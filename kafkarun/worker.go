@@ -81,6 +81,11 @@ type worker struct {
 	unchunked bool // the router does an input's work at once (a Positioned sink)
 
 	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
+	// flushed: the sink has every change of the records below it, their
+	// work in progress included (set at a flush without any, before the
+	// state commits); a restarted worker emits from there
+	// (joinStage.restartFailed).
+	flushed atomic.Int64
 	quiet atomic.Int64 // the last durable position without work in progress (-1: none); committed to Kafka
 	hot   atomic.Pointer[hotSnapshot]
 	in    chan []*kgo.Record
@@ -92,6 +97,7 @@ type worker struct {
 	done   chan struct{}
 
 	busySince atomic.Int64 // UnixNano when the batch in progress began; 0 when idle
+	status    workerStatus // what it does, for Status (status.go)
 	stats     reporter     // the sink's counters, for the scraper
 
 	fan      int
@@ -150,18 +156,19 @@ func (w *worker) run() {
 			return
 		}
 		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
-		w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+		w.j.workerFailed(w, err)
 		return
 	}
 	if err := w.startRebuild(w.dir, w.hasState); err != nil {
 		w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-		w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+		w.j.workerFailed(w, err)
 		return
 	}
 	w.beginCatchUp()
 	var recs []*kgo.Record
 	for {
 		if len(recs) == 0 {
+			w.status.set(phaseInput)
 			if w.stepping() {
 				// Work in progress: input first, else a batch of steps.
 				select {
@@ -183,7 +190,7 @@ func (w *worker) run() {
 					if w.rb != nil {
 						if err := w.finishRebuild(); err != nil {
 							w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-							w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+							w.j.workerFailed(w, err)
 							return
 						}
 					}
@@ -194,9 +201,10 @@ func (w *worker) run() {
 		}
 		var err error
 		if w.rb != nil && len(recs) > 0 {
+			w.status.set(phaseRebuild)
 			if recs, err = w.rebuildRecords(recs); err != nil {
 				w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-				w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+				w.j.workerFailed(w, err)
 				return
 			}
 			if len(recs) == 0 {
@@ -213,7 +221,7 @@ func (w *worker) run() {
 			return
 		default:
 			w.j.m.Errors.WithLabelValues("join", "worker").Inc()
-			w.j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+			w.j.workerFailed(w, err)
 			return
 		}
 		w.checkCatchUp(false)
@@ -252,6 +260,7 @@ func (w *worker) start() error {
 			"partition", w.p, "delivered", d.Pos, "complete", d.Complete, "chunks", d.Chunks, "local", w.pos.Load(), "committed", w.emitFrom)
 	}
 	w.emitFrom = max(w.emitFrom, d.Pos)
+	w.status.emitFrom.Store(w.emitFrom)
 	return nil
 }
 
@@ -265,6 +274,7 @@ func (w *worker) batch(recs []*kgo.Record) ([]*kgo.Record, error) {
 	began := time.Now()
 	w.busySince.Store(began.UnixNano())
 	defer w.busySince.Store(0)
+	w.status.set(phaseApply)
 	start := w.pos.Load() // the batch's first position; -1: the first record's
 	next := start
 	t := w.store.Begin()
@@ -362,6 +372,7 @@ apply:
 			}
 			continue
 		}
+		w.status.set(phaseInput)
 		select {
 		case recs = <-w.in:
 		case <-maxDelay:
@@ -375,6 +386,7 @@ apply:
 			}
 			break apply
 		}
+		w.status.set(phaseApply)
 	}
 	w.j.log.Debug("batch end", "partition", w.p, "start", start, "next", next, "applied", applied, "writing", writing, "rest", len(rest), "pos", w.pos.Load())
 	if next < 0 || next <= w.pos.Load() && t.Empty() {
@@ -416,6 +428,7 @@ func (w *worker) commit(ctx context.Context, t *joinstate.Txn, clock version.Clo
 		return err
 	}
 	flushStart := time.Now()
+	w.status.set(phaseSink)
 	var err error
 	if writing && w.exact != nil {
 		if err = w.buf.Write(ctx); err == nil {
@@ -428,21 +441,29 @@ func (w *worker) commit(ctx context.Context, t *joinstate.Txn, clock version.Clo
 		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
 		return fmt.Errorf("sink: %w", err)
 	}
+	if writing && !w.router.Busy() {
+		// Only without work in progress: records below a floor are
+		// applied silently, their work drained at once (see apply).
+		w.flushed.Store(next)
+	}
 	if n := w.upserts + w.retracts; n > 0 {
 		w.j.m.SinkFlushSeconds.Observe(time.Since(flushStart).Seconds())
 		w.j.m.SinkBatchChanges.Observe(float64(n))
 		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
 		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
 	}
+	w.status.set(phaseForward)
 	if _, err := w.fwd.commit(ctx); err != nil {
 		w.j.m.Errors.WithLabelValues("join", "forward").Inc()
 		return err
 	}
+	w.status.set(phaseCommit)
 	if err := t.Commit(); err != nil {
 		return err
 	}
 	w.clock = clock
 	w.pos.Store(next)
+	w.j.progressed(w.p)
 	if !w.router.Busy() {
 		w.quiet.Store(next)
 	}
@@ -482,6 +503,7 @@ func (w *worker) finishWork() {
 	ctx := w.ctx
 	w.busySince.Store(time.Now().UnixNano())
 	defer w.busySince.Store(0)
+	w.status.set(phaseStopping)
 	t := w.store.Begin()
 	defer t.Abort()
 	defer w.fwd.abort()
