@@ -65,3 +65,11 @@ go build -o "$ROOT/bin/cdcjoin-e2e" ./e2e/cmd/cdcjoin-e2e
 
 # shellcheck disable=SC2086
 "$ROOT/bin/cdcjoin-e2e" -cdcjoin "$bin" -seed "${E2E_SEED:-1}" -logdir "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/driver.log"
+
+# The broker's own faults (a private KRaft broker of the test's, killed,
+# stopped and restarted under three `cdcjoin run` instances; ClickHouse from
+# the stack): TESTING.md, "Kafka".
+say "broker faults (cmd/cdcjoin TestBrokerRestarts)"
+CDCJOIN_BROKER_FAULTS=1 CDCJOIN_CLICKHOUSE_ADDR="${CDCJOIN_CLICKHOUSE_ADDR:-}" \
+	go test -count=1 -timeout 20m -run '^TestBrokerRestarts$' -v ./cmd/cdcjoin 2>&1 | tee "$OUT/broker-faults.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|broker_test.go' || true
+grep -q -- '--- PASS: TestBrokerRestarts' "$OUT/broker-faults.log" || { say "broker faults failed (log: $OUT/broker-faults.log)"; exit 1; }

@@ -101,3 +101,57 @@ func TestLinkedDeclaredKeyTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestTypesFromValues: the types of columns without a schema or declared
+// type come from their non-NULL values, whatever the order: a NULL first
+// does not make a column text (before: the first row of the first batch
+// decided, and a date column was Nullable(String) in one run and
+// Nullable(Int64) in the next); integers and decimals together are
+// decimals, kinds that do not mix are text; a column with only NULLs stays
+// unknown.
+func TestTypesFromValues(t *testing.T) {
+	cfg, err := config.Parse([]byte(`name: x
+parent: {topic: users, key: id}
+child: {topic: domains, key: id, parent_key: user_id}
+select: parent.id, child.day, child.amount, child.mixed, child.never
+state: {dir: /tmp/unused}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := MustSpec(cfg)
+	recs := []string{
+		`{"after":{"id":1,"user_id":1,"day":null,"amount":5,"mixed":1,"never":null},"op":"c"}`,
+		`{"after":{"id":2,"user_id":1,"day":19000,"amount":2.5,"mixed":"a","never":null},"op":"c"}`,
+		`{"after":{"id":3,"user_id":1,"day":null,"amount":null,"mixed":null,"never":null},"op":"c"}`,
+	}
+	typesOf := func(order []int) []row.ColumnType {
+		d := NewDecoder(cfg, spec)
+		var ty Types
+		var ev debezium.Event
+		if _, _, err := d.Decode("users", 0, 0, nil, []byte(`{"after":{"id":1},"op":"c"}`), &ev); err != nil {
+			t.Fatal(err)
+		}
+		ty.Observe(row.Parent, &ev)
+		for _, i := range order {
+			side, _, err := d.Decode("domains", 0, int64(i), nil, []byte(recs[i]), &ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ty.Observe(side, &ev)
+		}
+		return ty.Output(spec)
+	}
+	want := []row.Kind{row.KindInt, row.KindInt, row.KindDecimal, row.KindString}
+	for _, order := range [][]int{{0, 1, 2}, {1, 0, 2}, {2, 1, 0}, {2, 0, 1}} {
+		got := typesOf(order)
+		for i, k := range want {
+			if got[i].Kind != k {
+				t.Errorf("order %v: column %d typed %v, want %v", order, i, got[i].Kind, k)
+			}
+		}
+		if got[4].Known() {
+			t.Errorf("order %v: a column with only NULLs typed %v", order, got[4])
+		}
+	}
+}

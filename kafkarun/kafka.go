@@ -120,6 +120,9 @@ type topology struct {
 	parentParts, childParts int32
 	keyedParts              int32
 	keyedID                 string // the keyed topic's id
+	// sourceIDs are the source topics' ids at the start: a topic deleted
+	// and recreated under the same name has another (topics.go).
+	sourceIDs map[string]string
 	// limits is max.message.bytes of the topics the keying stage writes
 	// to (the internal topics and the dead-letter topic).
 	limits map[string]int
@@ -151,6 +154,7 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 	}
 	top.parentParts = int32(len(src[cfg.Parent.Topic].Partitions))
 	top.childParts = int32(len(src[cfg.Child.Topic].Partitions))
+	top.sourceIDs = map[string]string{cfg.Parent.Topic: src[cfg.Parent.Topic].ID.String(), cfg.Child.Topic: src[cfg.Child.Topic].ID.String()}
 
 	keyedParts := int32(k.KeyedPartitions)
 	if keyedParts == 0 {

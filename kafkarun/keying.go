@@ -69,6 +69,10 @@ type keying struct {
 	// the changelogs; keyTypesPending what the transaction in progress
 	// writes.
 	keyTypesSaved, keyTypesPending int
+	// idSaved: source partitions whose changelog got the topic's id in
+	// this session; idPending: those the transaction in progress writes.
+	idSaved   map[sourcePart]bool
+	idPending []sourcePart
 
 	busy   *busyKeys   // the busiest join keys (metrics)
 	health stageHealth // progress and failures (fault.go)
@@ -130,6 +134,7 @@ func (k *keying) open() error {
 	// transaction.
 	k.keyer.Changelog = k.changelog
 	k.keyTypesSaved, k.keyTypesPending = 0, 0
+	k.idSaved = map[sourcePart]bool{}
 	k.mu.Lock()
 	k.rd = keyingReady{} // until the new session's assignment
 	k.mu.Unlock()
@@ -380,6 +385,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	}
 	k.perr = nil
 	clear(k.logged)
+	k.idPending = k.idPending[:0]
 	pctx, cancel := drainContext(ctx, began.Add(kc.TransactionTimeout+txnGrace), kc.DrainTimeout)
 	defer cancel()
 	var err error
@@ -390,6 +396,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	})
 	if err == nil {
 		k.saveKeyTypes(pctx)
+		k.saveTopicIDs(pctx)
 	}
 	k.pmu.Lock()
 	if err == nil && k.perr != nil {
@@ -432,6 +439,10 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		return nil
 	}
 	k.keyTypesSaved = max(k.keyTypesSaved, k.keyTypesPending)
+	for _, sp := range k.idPending {
+		k.idSaved[sp] = true
+	}
+	k.idPending = k.idPending[:0]
 	k.pmu.Lock()
 	logged := maps.Clone(k.logged)
 	k.pmu.Unlock()
@@ -590,6 +601,21 @@ func (k *keying) saveKeyTypes(ctx context.Context) {
 	k.keyTypesPending = learned
 }
 
+// saveTopicIDs writes the source topic's id to the changelog of every
+// partition the transaction in progress touches whose changelog does not
+// have it from this session yet (topics.go).
+func (k *keying) saveTopicIDs(ctx context.Context) {
+	for sp := range k.txns {
+		if k.idSaved[sp] {
+			continue
+		}
+		if id := k.top.sourceIDs[k.topicOf(sp.side)]; id != "" {
+			k.sess.Produce(ctx, &kgo.Record{Topic: k.indexTopic(sp.side), Partition: sp.part, Key: []byte(topicIDKey), Value: []byte(id)}, k.promise)
+			k.idPending = append(k.idPending, sp)
+		}
+	}
+}
+
 // txn returns the transaction of source partition p's index.
 func (k *keying) txn(ctx context.Context, p sourcePart) (*joinstate.Txn, error) {
 	if t := k.txns[p]; t != nil {
@@ -664,8 +690,20 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	t := s.Begin()
 	n := 0
 	next := from
+	// The source topic's id the index was built from: the local copy,
+	// then any the changelog holds (topics.go).
+	var builtFrom string
+	if b, err := s.Meta(metaTopicID); err == nil && b != nil {
+		builtFrom = string(b)
+	}
 	err = readPartition(ctx, k.base, k.adm, topic, p, from, func(r *kgo.Record) error {
 		n++
+		if string(r.Key) == topicIDKey {
+			if r.Value != nil {
+				builtFrom = string(r.Value)
+			}
+			return nil
+		}
 		next = r.Offset + 1
 		if string(r.Key) == keyTypesKey {
 			if r.Value != nil && k.dec.KeyTypesLearned() == 0 {
@@ -689,6 +727,13 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	if err == nil {
 		err = t.SetMeta(metaIndexShape, shape)
 	}
+	now := k.top.sourceIDs[k.topicOf(sp.side)]
+	if err == nil && builtFrom != "" && now != "" && builtFrom != now {
+		err = &RecreatedError{Topic: k.topicOf(sp.side), Was: builtFrom, Now: now, cfg: k.cfg}
+	}
+	if err == nil && now != "" {
+		err = t.SetMeta(metaTopicID, []byte(now))
+	}
 	if err == nil {
 		err = t.Commit()
 	} else {
@@ -696,6 +741,10 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	}
 	if err != nil {
 		s.Close()
+		var re *RecreatedError
+		if errors.As(err, &re) {
+			return nil, re
+		}
 		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", sp.side, p, err)
 	}
 	switch {

@@ -226,7 +226,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	if cfg.Kafka.MetricsAddr != "" && gat != nil {
 		srv, err := metrics.Listen(cfg.Kafka.MetricsAddr, gat, opts.Ready)
 		if err != nil {
@@ -271,10 +271,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	stage.Store(j)
 	kstage.Store(k)
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		probe(ctx, admCl.Ping, &brokers)
+	}()
+	go func() {
+		defer wg.Done()
+		if err := watchTopicIDs(ctx, cfg, adm, top.sourceIDs); err != nil {
+			errs <- err
+			cancel()
+		}
 	}()
 	go func() {
 		defer wg.Done()

@@ -80,17 +80,17 @@ type worker struct {
 	pacer     skew.Pacer
 	unchunked bool // the router does an input's work at once (a Positioned sink)
 
-	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
+	pos atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
 	// flushed: the sink has every change of the records below it, their
 	// work in progress included (set at a flush without any, before the
 	// state commits); a restarted worker emits from there
 	// (joinStage.restartFailed).
 	flushed atomic.Int64
-	quiet atomic.Int64 // the last durable position without work in progress (-1: none); committed to Kafka
-	hot   atomic.Pointer[hotSnapshot]
-	in    chan []*kgo.Record
-	stop  chan struct{} // closed by requestStop
-	once  sync.Once     // closes stop
+	quiet   atomic.Int64 // the last durable position without work in progress (-1: none); committed to Kafka
+	hot     atomic.Pointer[hotSnapshot]
+	in      chan []*kgo.Record
+	stop    chan struct{} // closed by requestStop
+	once    sync.Once     // closes stop
 
 	ctx    context.Context // the sink's; cancelled drainTimeout after stop, and at exit
 	cancel context.CancelFunc
