@@ -16,7 +16,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -350,7 +350,7 @@ func TestFences(t *testing.T) {
 	for s := 0; s < k; s++ {
 		for p := 0; p < k; p++ {
 			id := fenceParent(s, p, k)
-			if got := keyed.Partition(row.AppendKey(nil, []row.Value{row.Int(id)}), k); got != int32(p) {
+			if got := keyedlog.Partition(row.AppendKey(nil, []row.Value{row.Int(id)}), k); got != int32(p) {
 				t.Errorf("fence parent %d of (%d,%d) hashes to %d", id, s, p, got)
 			}
 			if seen[id] || id <= probeUserID || id >= fenceChild0 {

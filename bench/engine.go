@@ -44,9 +44,9 @@ func jobConfigTopics(o Options, parentTopic, childTopic, stateDir, extra string)
 	return config.Parse([]byte(y), "bench.yaml")
 }
 
-// driver feeds a pipeline phase by phase. Implementations: engineDriver
+// phaseDriver feeds a pipeline phase by phase. Implementations: engineDriver
 // (in-process engine) and kafkaDriver (kafkarun.Run on Kafka).
-type driver interface {
+type phaseDriver interface {
 	// phase runs one phase to completion: every record of the phase has
 	// been processed and its changes acknowledged by the sink.
 	phase(ctx context.Context, idx int, name string, req phaseReq, rate float64) (Phase, error)

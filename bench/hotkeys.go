@@ -74,7 +74,7 @@ func (h *hotWatch) acked(n int64) { h.rows.Add(n) }
 // With rounds > 1 the variants alternate, round after round (phase names
 // get "#2", "#3", …), so that a shared machine's load changes hit them
 // alike; the report shows each variant's median.
-func runStorms(ctx context.Context, d driver, pt *Point, idx int, rate float64, rounds int, add func(*Phase)) error {
+func runStorms(ctx context.Context, d phaseDriver, pt *Point, idx int, rate float64, rounds int, add func(*Phase)) error {
 	vs := d.stormVariants()
 	pt.StormVariants = vs
 	for r := 1; r <= max(rounds, 1); r++ {

@@ -21,7 +21,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
@@ -351,7 +351,7 @@ func (d *kafkaDriver) close() error {
 func fenceParent(s, p int, keyedParts int32) int64 {
 	id := fenceParent0 + int64(s)<<24 + int64(p)<<16
 	for {
-		if keyed.Partition(row.AppendKey(nil, []row.Value{row.Int(id)}), keyedParts) == int32(p) {
+		if keyedlog.Partition(row.AppendKey(nil, []row.Value{row.Int(id)}), keyedParts) == int32(p) {
 			return id
 		}
 		id++

@@ -11,9 +11,11 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/bulkload"
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/version"
 )
@@ -65,8 +67,8 @@ func dumpKeyed(st *joinstate.Store, spec *keyed.Spec, path string) (n, bytes int
 	var c keyed.ChildRecord
 	var scratch []row.Value
 	put := func(in *keyed.Input) error {
-		key = keyed.AppendRecordKey(key[:0], in)
-		val = keyed.AppendRecordValue(val[:0], in)
+		key = keyedlog.AppendInputKey(key[:0], in)
+		val = keyedlog.AppendInputValue(val[:0], in)
 		w.Write(binary.AppendUvarint(nil, uint64(len(key))))
 		w.Write(key)
 		w.Write(binary.AppendUvarint(nil, uint64(len(val))))
@@ -156,16 +158,5 @@ func rebuildFrom(ctx context.Context, cfg *config.Config, spec *keyed.Spec, path
 			return err
 		}
 	}
-	load, err := st.BeginLoad(filepath.Join(stateDir, "bulk-load", "tables"))
-	if err != nil {
-		return err
-	}
-	if _, err := l.Finish(load, nil); err != nil {
-		load.Abort()
-		return err
-	}
-	load.SetPosition(cfg.Kafka.KeyedTopic(), 0, rb.Last+1)
-	cb, _ := rb.Clock.MarshalBinary()
-	load.SetMeta("clock", cb)
-	return load.Commit()
+	return driver.FinishRebuild(ctx, st, rb, filepath.Join(stateDir, "bulk-load", "tables"), cfg.Kafka.KeyedTopic(), 0)
 }

@@ -167,7 +167,7 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 	}
 	sp := startStageProfile()
 	defer sp.stop()
-	var d driver
+	var d phaseDriver
 	var err error
 	switch o.Pipeline {
 	case PipelineKafka:
@@ -203,7 +203,7 @@ func runPoint(ctx context.Context, o Options, rows int64) (Point, error) {
 	return pt, err
 }
 
-func runPhases(ctx context.Context, o Options, p plan, d driver, pt *Point) error {
+func runPhases(ctx context.Context, o Options, p plan, d phaseDriver, pt *Point) error {
 	procs := goruntime.GOMAXPROCS(0)
 	add := func(ph *Phase) {
 		ph.finish(procs)

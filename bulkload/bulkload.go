@@ -42,6 +42,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/extsort"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/version"
 )
@@ -318,8 +319,8 @@ func split(key, val []byte, r *record) ([]byte, error) {
 }
 
 // KeyedRebuild feeds a Rebuild-mode Loader with the records of one keyed
-// partition (the keyed topic's format, keyed.DecodeRecord), in offset
-// order: each input at the version its offset has on Clock, which the
+// partition (the keyed log's records, keyedlog.Decode: inputs and epoch
+// markers, never the hot-key router's), in offset order: each input at the version its offset has on Clock, which the
 // partition's epoch markers raise on the way, as the join stage would
 // apply them. Not safe for concurrent use.
 type KeyedRebuild struct {
@@ -330,7 +331,7 @@ type KeyedRebuild struct {
 	// Records counts them.
 	Last    int64
 	Records int
-	in      keyed.Input
+	m       keyedlog.Msg
 }
 
 // NewKeyedRebuild returns a KeyedRebuild feeding l, starting from clock.
@@ -344,13 +345,18 @@ func (r *KeyedRebuild) Add(offset int64, key, value []byte) error {
 	if offset <= r.Last {
 		return nil
 	}
-	if err := r.Spec.DecodeRecord(key, value, &r.in); err != nil {
+	if err := keyedlog.Decode(r.Spec, key, value, nil, &r.m); err != nil {
 		return fmt.Errorf("keyed record @%d: %w", offset, err)
 	}
-	if r.in.Kind == keyed.EpochMarker {
-		r.Clock.Raise(offset, r.in.Epoch)
-	} else if err := r.L.Apply(&r.in, r.Clock.At(offset)); err != nil {
-		return err
+	switch r.m.Kind {
+	case keyedlog.KindEpoch:
+		r.Clock.Raise(offset, r.m.Epoch)
+	case keyedlog.KindInput:
+		if err := r.L.Apply(&r.m.In, r.Clock.At(offset)); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("keyed record @%d: a %s record: the hot-key router's records are rebuilt by the router", offset, r.m.Kind)
 	}
 	r.Last = offset
 	r.Records++

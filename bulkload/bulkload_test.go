@@ -206,8 +206,7 @@ func TestSnapshotMatchesRecordByRecord(t *testing.T) {
 					}
 					ev := debezium.Event{Op: debezium.OpRead, After: debezium.Row{Present: true, Values: rowOf(spec, side, vals)}}
 					part := int32(rng.IntN(3))
-					keyer.Partition = part
-					err := keyer.Key(ms, side, &ev, func(in *keyed.Input) error { return join.Apply(ms, in, version, want.emit) })
+					err := keyer.Key(ms, side, part, &ev, func(in *keyed.Input) error { return join.Apply(ms, in, version, want.emit) })
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -64,6 +64,9 @@ type Table struct {
 	// (read with the settings of the debezium section), records with one
 	// must agree with them, and the ClickHouse table is typed by them.
 	Types map[string]string `yaml:"types"`
+	// Format is the record format of this table's topic (json, avro,
+	// protobuf), overriding the job's Config.Format.
+	Format string `yaml:"format"`
 }
 
 // SelectItem is one output column: Side.Column AS Name.
@@ -188,6 +191,14 @@ type Config struct {
 	Kafka      Kafka       `yaml:"kafka"`
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
 	Skew       Skew        `yaml:"skew"`
+	// Format is the record format of both topics' keys and values: json
+	// (Kafka Connect's JsonConverter, the default), avro or protobuf
+	// (a converter writing through SchemaRegistry). A side's own format
+	// overrides it.
+	Format string `yaml:"format"`
+	// SchemaRegistry is where avro and protobuf records name their
+	// schemas (required with those formats).
+	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 
 	root *yaml.Node
 }
@@ -432,6 +443,7 @@ func (c *Config) validate(p *Problems) {
 		c.add(p, "errors.max_record_bytes must be positive", "errors", "max_record_bytes")
 	}
 	c.validateTypes(p)
+	c.validateFormat(p)
 	c.Kafka.validate(c, p)
 	if c.ClickHouse != nil {
 		c.ClickHouse.validate(c, p)

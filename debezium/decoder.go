@@ -53,6 +53,13 @@ type Options struct {
 	// Placeholder is the connector's unavailable.value.placeholder (default
 	// "__debezium_unavailable_value").
 	Placeholder string
+	// Format is the records' encoding (default FormatJSON). Avro and
+	// Protobuf records name their schema by a registry id (SchemaOf),
+	// resolved through Schemas.
+	Format Format
+	// Schemas resolves the schema ids of Avro and Protobuf records. A
+	// decoder asks it once per id and caches what it compiled.
+	Schemas SchemaSource
 }
 
 // Decoder decodes Debezium change events in Kafka Connect JsonConverter
@@ -88,6 +95,9 @@ type Decoder struct {
 	depth     int      // array nesting level of the value being decoded
 	transient bool     // str may return views (array elements, copied at once)
 
+	avro  avroSchemas // compiled Avro schemas by id
+	proto protoSchemas
+	jbuf  []byte // JSON text of Avro/Protobuf structs and maps
 	kbuf  []byte // unescaped object keys
 	sbuf  []byte // unescaped string values
 	bbuf  []byte // base64-decoded bytes
@@ -95,8 +105,41 @@ type Decoder struct {
 	tbuf  []byte // formatted text
 	arena []byte // string storage, see str
 
+	// known is, per column, the type the last schema that had the column
+	// gave it (for the message when a later schema drops it); knownOf is
+	// the types slice it was taken from.
+	known   []row.ColumnType
+	knownOf *row.ColumnType
+
 	// Interned source strings: they repeat on every record of a table.
 	lastDB, lastSchema, lastTable, lastFile, lastSnapshot string
+}
+
+// noteTypes remembers the column types of a schema a record decoded with.
+func (d *Decoder) noteTypes(types []row.ColumnType) {
+	if len(types) == 0 || &types[0] == d.knownOf {
+		return
+	}
+	d.knownOf = &types[0]
+	if d.known == nil {
+		d.known = make([]row.ColumnType, len(d.cols))
+	}
+	for j, t := range types {
+		if t.Known() {
+			d.known[j] = t
+		}
+	}
+}
+
+// missingReason explains a selected column missing from where (a row
+// image or schema): the column was dropped or renamed in the source.
+func (d *Decoder) missingReason(j int, where string) string {
+	was := ""
+	if j < len(d.known) && d.known[j].Known() {
+		was = "; earlier records had it as " + describeType(d.known[j])
+	}
+	return "the join's column " + d.cols[j] + " is absent from " + where + was +
+		" (a DROP COLUMN or RENAME COLUMN in the source?): remove it from the join's select (or key) and rebuild the job, or restore the column in the source"
 }
 
 // linearMatchMax is the number of columns up to which field names are
@@ -140,6 +183,7 @@ func NewDecoder(columns []string, opts Options) *Decoder {
 				d.declErr = err
 			}
 			d.decl.types[i], d.declared = ct, true
+			ci.declared = true
 		}
 		ci.key = i < opts.KeyColumns
 		d.decl.infos[i] = ci
@@ -183,6 +227,17 @@ func cloneType(t row.ColumnType) row.ColumnType {
 // offending field, e.g. "payload.after.user_id" or "key.id". Decode never
 // panics on any input.
 func (d *Decoder) Decode(key, value []byte, ev *Event) (ok bool, err error) {
+	return d.DecodeRecord(key, value, nil, ev)
+}
+
+// DecodeRecord is Decode for a record with headers (Apicurio's
+// serializers may carry the schema ids there). With Options.Format avro or
+// protobuf, a tombstone is a nil or empty value; a key or value in another
+// form than the Schema Registry wire format, a schema id the registry does
+// not have (ErrUnknownSchema, naming the id) and a body that does not
+// decode with its schema are bad records (*DecodeError); a failure of the
+// SchemaSource itself is a *SourceError, not a bad record.
+func (d *Decoder) DecodeRecord(key, value []byte, headers []Header, ev *Event) (ok bool, err error) {
 	n := len(d.cols)
 	ev.Op, ev.Types, ev.Source, ev.TsMs = 0, nil, Source{}, 0
 	resetRow(&ev.Before, n)
@@ -198,6 +253,9 @@ func (d *Decoder) Decode(key, value []byte, ev *Event) (ok bool, err error) {
 	}
 	if d.declErr != nil {
 		return false, d.declErr
+	}
+	if d.opts.Format != FormatJSON {
+		return d.decodeRegistry(key, value, headers, ev)
 	}
 	tomb, de := d.decodeValue(value, ev)
 	if de != nil {
@@ -333,6 +391,7 @@ func (d *Decoder) decodeValue(value []byte, ev *Event) (tomb bool, de *DecodeErr
 	}
 	if de == nil && !tomb && (proj != d.decl || d.declared) {
 		ev.Types = proj.types
+		d.noteTypes(proj.types)
 	}
 	return tomb, de
 }
@@ -559,7 +618,7 @@ func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, ful
 		for j, ok := range seen {
 			if !ok {
 				return &DecodeError{Kind: ErrMissingColumn, Field: path + "." + d.cols[j], Offset: -1,
-					Reason: "projected column absent from the row image"}
+					Reason: d.missingReason(j, "the row image")}
 			}
 		}
 	}
@@ -600,7 +659,11 @@ func mismatch(info *colInfo, got string) *DecodeError {
 	if want == "" {
 		want = "a scalar"
 	}
-	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1, Reason: "expected " + want + ", got " + got}
+	hint := ""
+	if info.declared {
+		hint = " (the type declared in the configuration's types: if the source column's type changed, update the declaration and restart)"
+	}
+	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1, Reason: "expected " + want + ", got " + got + hint}
 }
 
 // value decodes one column value per info.

@@ -84,11 +84,13 @@ const (
 	ErrOversized                          // record larger than the configured maximum
 	ErrMissingColumn                      // a projected column is absent from a full row image
 	ErrNotJSON                            // a key or value that is not JSON text (e.g. Avro in the Schema Registry wire format)
+	ErrUnknownSchema                      // a registry-format record names a schema id the registry does not have
 )
 
 var errorKindNames = [...]string{
 	ErrMalformed: "malformed", ErrUnknownOp: "unknown_op", ErrTypeMismatch: "type_mismatch",
 	ErrOversized: "oversized", ErrMissingColumn: "missing_column", ErrNotJSON: "not_json",
+	ErrUnknownSchema: "unknown_schema",
 }
 
 // String returns a stable snake_case name, used as a metric label.
@@ -110,7 +112,10 @@ type DecodeError struct {
 	Topic     string
 	Partition int32
 	Offset    int64
-	Err       error // underlying cause, if any
+	// SchemaID is the registry schema id the record names (Avro and
+	// Protobuf), 0 when none or unknown.
+	SchemaID int64
+	Err      error // underlying cause, if any
 }
 
 func (e *DecodeError) Error() string {

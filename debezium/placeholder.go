@@ -22,6 +22,7 @@ import (
 // exact JSON text JsonConverter writes.
 type placeholders struct {
 	text, b64, hex string // string values (unquoted)
+	uuid           string // the name-based UUID of the text
 	raw            string // the quoted text, for raw struct/map columns
 	hstore         string // {"ph":"ph"}
 	arrays         [4]string
@@ -47,6 +48,7 @@ func newPlaceholders(ph string) placeholders {
 	sum[8] = sum[8]&0x3f | 0x80
 	h := hex.EncodeToString(sum[:])
 	uuid := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	p.uuid = uuid
 	p.arrays = [4]string{
 		"[" + p.raw + "]",
 		"[" + strings.Join(ints, ",") + "]",
@@ -83,6 +85,35 @@ func (p *placeholders) isArray(a []byte) bool {
 // a placeholder.
 func (p *placeholders) isRaw(v []byte) bool {
 	return string(v) == p.raw || string(v) == p.hstore
+}
+
+// arrayElem reports whether an array whose first n elements matched a
+// placeholder form (Avro and Protobuf: decoded values, not JSON text)
+// still matches one with element v: a one-element text, bytea or uuid
+// array, or an integer array of the text's (signed) bytes.
+func (p *placeholders) arrayElem(n int, v row.Value) bool {
+	intLike := v.Kind == row.KindInt || v.Kind == row.KindDate || v.Kind == row.KindTime || v.Kind == row.KindTimestamp
+	switch {
+	case intLike:
+		return n < len(p.text) && v.Int == int64(int8(p.text[n]))
+	case n > 0:
+		return false
+	case v.Kind == row.KindString:
+		return v.Str == p.text || v.Str == p.uuid || v.Str == p.b64
+	case v.Kind == row.KindBytes:
+		return v.Str == p.text
+	}
+	return false
+}
+
+// arrayLen reports whether an array of n elements, each matched by
+// arrayElem, is a placeholder: one text, bytea or uuid element, or the
+// text's length of integers (ints).
+func (p *placeholders) arrayLen(n int, ints bool) bool {
+	if ints {
+		return n == len(p.text)
+	}
+	return n == 1
 }
 
 // isAvroContainer reports an Avro object container file's magic.

@@ -77,7 +77,7 @@ func TestRealTypes(t *testing.T) {
 		}
 		return out
 	}
-	declared := func(side row.Side, cols []string) debezium.Options { return job.DecoderOptions(cfg, side, cols) }
+	declared := func(side row.Side, cols []string) debezium.Options { return job.DecoderOptions(cfg, side, cols, nil) }
 	byKeys := func(side row.Side, cols []string) debezium.Options {
 		o := declared(side, cols)
 		o.Types = nil

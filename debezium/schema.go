@@ -67,6 +67,9 @@ type colInfo struct {
 	// variable scale are canonical (see canonicalKey), and values of
 	// another class than the column's first one are rejected.
 	key bool
+	// declared: the recipe comes from the configuration's types (a record
+	// without a schema), which a widened source column outgrows.
+	declared bool
 }
 
 // schemaNode is a parsed Kafka Connect schema (only the parts cdcjoin uses).
@@ -312,7 +315,8 @@ func buildProjection(raw []byte, st *schemaNode, cols []string, decl *projection
 		}
 		if dt := decl.types[i]; dt.Known() && !compatible(dt, ct) {
 			return nil, &DecodeError{Kind: ErrTypeMismatch, Field: c, Offset: -1,
-				Reason: "the record's schema gives " + describeType(ct) + " but the configuration declares " + describeType(dt)}
+				Reason: "the record's schema gives " + describeType(ct) + " but the configuration declares " + describeType(dt) +
+					" (if the source column's type changed, update its types entry and restart)"}
 		}
 		ci.key = decl.infos[i].key
 		p.types[i], p.infos[i] = ct, ci

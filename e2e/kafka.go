@@ -32,12 +32,20 @@ type Watcher struct {
 	keyed     map[string]map[int32]int64
 	lastRec   time.Time // when the last keyed record arrived
 	err       error
+	avro      *avroReader // nil: the source topics are JSON
 }
 
 // NewWatcher starts following sourceTopics (Debezium JSON, schemas on or
 // off) and keyedTopics (offsets only). Topics that do not exist yet are
 // picked up when they appear.
 func NewWatcher(brokers []string, sourceTopics, keyedTopics []string) (*Watcher, error) {
+	return NewWatcherRegistry(brokers, sourceTopics, keyedTopics, "")
+}
+
+// NewWatcherRegistry is NewWatcher for source topics in Avro (the
+// Confluent wire format) whose schemas are in the registry at registryURL
+// (its Confluent-compatible API); "" for JSON.
+func NewWatcherRegistry(brokers []string, sourceTopics, keyedTopics []string, registryURL string) (*Watcher, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(append(append([]string(nil), sourceTopics...), keyedTopics...)...),
@@ -53,6 +61,9 @@ func NewWatcher(brokers []string, sourceTopics, keyedTopics []string) (*Watcher,
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watcher{cl: cl, source: map[string]bool{}, cancel: cancel, done: make(chan struct{}),
 		txids: map[string]map[int64]bool{}, ops: map[string]int{}, keyed: map[string]map[int32]int64{}}
+	if registryURL != "" {
+		w.avro = newAvroReader(registryURL)
+	}
 	for _, t := range sourceTopics {
 		w.source[t] = true
 		w.txids[t] = map[int64]bool{}
@@ -115,7 +126,13 @@ func (w *Watcher) run(ctx context.Context) {
 				return
 			}
 			var v debeziumValue
-			if err := json.Unmarshal(r.Value, &v); err != nil {
+			if w.avro != nil {
+				var err error
+				if v.debeziumPayload, err = w.avro.payload(ctx, r.Value); err != nil {
+					w.ops["undecodable"]++
+					return
+				}
+			} else if err := json.Unmarshal(r.Value, &v); err != nil {
 				w.ops["undecodable"]++
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -120,4 +121,22 @@ func ScrapeGauge(ctx context.Context, addr, name string) (float64, bool, error) 
 		}
 	}
 	return sum, found, sc.Err()
+}
+
+// Probe GETs path of cdcjoin's metrics server at addr (e.g. /readyz) and
+// returns the status code and body.
+func Probe(ctx context.Context, addr, path string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("cdcjoin: e2e: GET %s%s: %w", addr, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(b), err
 }

@@ -18,6 +18,15 @@
 #   E2E_ARGS        extra driver flags (e.g. "-random-txs 100 -kill=false")
 #   E2E_KEEP=1      leave the stack running afterwards
 #   E2E_CDCJOIN     use this binary instead of building cmd/cdcjoin
+#   E2E_AVRO=0      skip the second pass: the same e2e with Debezium writing
+#                   Avro through Apicurio Registry (registry.sh), the configs
+#                   e2e-avro-*.yaml, and a 30 s registry outage while cdcjoin
+#                   restarts after the kill
+#   E2E_ARGS_AVRO   extra driver flags of the Avro pass
+#
+# The configs are copied to deploy/local/.run/e2e/configs with the ports of
+# this machine's servers (KAFKA_PORT, CH_NATIVE_PORT, REGISTRY_PORT; the
+# metrics ports 1946x move by KAFKA_PORT - 19092).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$PWD"
@@ -28,6 +37,7 @@ say() { echo "e2e/run.sh: $*" >&2; }
 
 mkdir -p "$OUT" "$ROOT/bin"
 components=(postgres kafka connect clickhouse)
+if [ "${E2E_AVRO:-1}" != 0 ]; then components+=(registry); fi
 started=()
 for c in "${components[@]}"; do
 	if ! "$LOCAL/$c.sh" status >/dev/null 2>&1; then started+=("$c"); fi
@@ -53,6 +63,11 @@ say "stack up (components started here: ${started[*]:-none})"
 STACK_CONNECTOR= "$LOCAL/stack.sh" up >/dev/null
 # shellcheck disable=SC1091
 . "$LOCAL/.run/env"
+if [ "${E2E_AVRO:-1}" != 0 ]; then
+	"$LOCAL/registry.sh" install >&2
+	eval "$("$LOCAL/registry.sh" up)"
+	export CDCJOIN_REGISTRY_URL
+fi
 say "stack ready after $((SECONDS - T0))s"
 
 bin="${E2E_CDCJOIN:-}"
@@ -63,8 +78,34 @@ fi
 say "using $bin"
 go build -o "$ROOT/bin/cdcjoin-e2e" ./e2e/cmd/cdcjoin-e2e
 
+# The configs with this machine's ports.
+CONF="$OUT/configs"
+mkdir -p "$CONF"
+shift_ports=$(( ${KAFKA_PORT:-19092} - 19092 ))
+subst=(-e "s/127\.0\.0\.1:19092/127.0.0.1:${KAFKA_PORT:-19092}/g"
+	-e "s/127\.0\.0\.1:19000/127.0.0.1:${CH_NATIVE_PORT:-19000}/g"
+	-e "s|127\.0\.0\.1:18081/|127.0.0.1:${REGISTRY_PORT:-18081}/|g")
+for p in 19460 19461 19462 19463 19464 19465 19466 19467 19468 19469; do
+	subst+=(-e "s/127\.0\.0\.1:$p\$/127.0.0.1:$((p + shift_ports))/")
+done
+for f in "$LOCAL"/e2e-*.yaml; do
+	sed "${subst[@]}" "$f" >"$CONF/$(basename "$f")"
+done
+c() { echo "$CONF/$1"; } # c NAME: the rewritten config
+
 # shellcheck disable=SC2086
-"$ROOT/bin/cdcjoin-e2e" -cdcjoin "$bin" -seed "${E2E_SEED:-1}" -logdir "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/driver.log"
+"$ROOT/bin/cdcjoin-e2e" -cdcjoin "$bin" -seed "${E2E_SEED:-1}" -logdir "$OUT" \
+	-configs "$(c e2e-inner.yaml),$(c e2e-left.yaml)" \
+	-type-configs "$(c e2e-types-on.yaml),$(c e2e-types-off.yaml)" \
+	${E2E_ARGS:-} 2>&1 | tee "$OUT/driver.log"
+if [ "${E2E_AVRO:-1}" != 0 ]; then
+	say "second pass: Debezium writing Avro through the schema registry"
+	# shellcheck disable=SC2086
+	"$ROOT/bin/cdcjoin-e2e" -cdcjoin "$bin" -seed "${E2E_SEED:-1}" -logdir "$OUT" -db e2eavro -format avro \
+		-registry-script "$LOCAL/registry.sh" \
+		-configs "$(c e2e-avro-inner.yaml),$(c e2e-avro-left.yaml)" -type-configs "$(c e2e-avro-types.yaml)" \
+		${E2E_ARGS_AVRO:-} 2>&1 | tee "$OUT/driver-avro.log"
+fi
 
 # The broker's own faults (a private KRaft broker of the test's, killed,
 # stopped and restarted under three `cdcjoin run` instances; ClickHouse from

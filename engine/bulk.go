@@ -2,15 +2,15 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cdcjoin/cdcjoin/bulkload"
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/driver"
+	"github.com/cdcjoin/cdcjoin/internal/cerr"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -36,10 +36,6 @@ import (
 // directory.
 const bulkDir = "bulk-load"
 
-// metaBulk marks a state whose bulk load has started (its clock is
-// committed) and not finished.
-const metaBulk = "bulk_load"
-
 // startBulk puts a new state into bulk mode (see above).
 func (e *Engine) startBulk() error {
 	fs := e.opts.FS
@@ -52,10 +48,11 @@ func (e *Engine) startBulk() error {
 	if err != nil {
 		return err
 	}
+	// The clock is committed (and synced) before anything is loaded, so
+	// that a load run again after a crash gives the same versions.
 	t := e.store.Begin()
-	c, _ := e.clock.MarshalBinary()
-	err = errors.Join(t.SetMeta(metaClock, c), t.SetMeta(metaInputs, make([]byte, 8)),
-		t.SetMeta(metaFingerprint, e.fingerprint()), t.SetMeta(metaBulk, []byte{1}))
+	err = errors.Join(driver.MetaClock.Put(t, e.clock), driver.MetaInputs.Put(t, 0),
+		driver.MetaFingerprint.Put(t, driver.Fingerprint(e.spec)), driver.MetaBulkLoad.Put(t, true))
 	if err == nil {
 		if err = t.Commit(); err == nil {
 			err = e.store.SyncWAL()
@@ -88,7 +85,8 @@ func (e *Engine) bulkApply(ctx context.Context, d *Decoded) (bool, error) {
 	var err error
 	if e.bulkKey, err = e.spec.SnapshotKey(e.bulkKey[:0], d.side, ev); err != nil {
 		r := &d.Record
-		return true, &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
+		bad, _ := driver.BadKey(err, &driver.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+		return true, bad
 	}
 	v := e.clock.At(e.inputs)
 	if d.side == row.Parent {
@@ -122,37 +120,23 @@ func (e *Engine) endBulk(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := l.Finish(load, e.emitter(ctx))
+	res, err := l.Finish(load, e.output(ctx).Emit)
 	if err == nil {
-		err = e.flush(ctx)
+		err = driver.Commit(ctx, load, driver.Batch{Out: e.out, To: e.batches + 1, Write: func(c driver.Committer) error {
+			if err := e.writeBatch(c); err != nil {
+				return err
+			}
+			return driver.MetaBulkLoad.Put(c, false)
+		}})
 	}
 	if err != nil {
 		load.Abort()
-		return err
+		return cerr.Wrap(err, "bulk load")
 	}
-	for tp, next := range e.next {
-		load.SetPosition(tp.topic, tp.part, next)
-	}
-	c, _ := e.clock.MarshalBinary()
-	load.SetMeta(metaClock, c)
-	load.SetMeta(metaInputs, binary.BigEndian.AppendUint64(nil, uint64(e.inputs)))
-	load.SetMeta(metaFingerprint, e.fingerprint())
-	load.SetMeta(metaBulk, []byte{0})
-	load.SetMeta(metaBatches, e.batchMeta())
-	if e.keyTypesDirty {
-		load.SetMeta(metaKeyTypes, e.keyTypes)
-	}
-	if err := load.Commit(); err != nil {
-		return err
-	}
-	e.keyTypesDirty = false
-	e.batches++
-	e.stats.Commits++
+	e.committed()
 	e.stats.Bulk = res
 	e.join.Stats.Inputs += res.Records
 	e.join.Stats.Upserts += res.Upserts
-	e.pending = 0
-	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
 	e.txn = e.store.Begin()
 	return nil
 }

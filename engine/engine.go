@@ -3,9 +3,10 @@
 // positions in one pebble batch per batch of records. It is the
 // offline/backfill path behind `cdcjoin replay` and the bench, and the
 // reference against which the Kafka driver (kafkarun) is checked. Both
-// drivers share the contract: a sink.Sink for changes (flushed before each
-// commit), the deadletter policy for bad records, and versions from
-// version.Clock.
+// drive their operator through package driver: the operator contract (its
+// operator is skew.Fair, keyed inputs handed over in process), the commit
+// order (driver.Commit), the sink side (driver.Output), the state's
+// metadata and the bad-record step.
 //
 // Versions: the i-th keyed input ever applied to the state has position i;
 // its version is the state's clock at i (version.Start at the wall-clock
@@ -16,13 +17,13 @@
 //
 // Fair fan-out (skew.chunk_rows): a parent's fan-out emits at most
 // chunk_rows rows at once; the rest is done in chunks between later
-// records, taking about as much time as the records do (skew.Pacer), and
+// records, taking about as much time as the records do (driver.Pacer), and
 // the key's later inputs wait for it (in the state, with the versions they
 // were given), so a rename of a parent with millions of children does not
 // stall every other key. Checkpoint commits such work in
 // progress; Commit finishes it first (in steps of drainRows rows, each a
 // batch of its own). With a sink.Positioned (exact.go) every fan-out is done
-// at once instead: a batch re-created after a crash must emit the same
+// at once instead (driver.Output): a batch re-created after a crash must emit the same
 // changes in the same order, which steps shared by time would not. A bulk
 // snapshot load (bulk.go) emits its rows by a merge, without fan-outs; fair
 // fan-out starts with the first streaming record. Salting (spreading a hot
@@ -32,7 +33,6 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -45,9 +45,12 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/driver"
+	"github.com/cdcjoin/cdcjoin/internal/cerr"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/skew"
@@ -61,6 +64,9 @@ type Record struct {
 	Offset    int64
 	Key       []byte
 	Value     []byte
+	// Headers are the Kafka record's headers (Apicurio's serializers may
+	// carry schema ids there); nil for most records.
+	Headers []debezium.Header
 }
 
 // Options configure an Engine.
@@ -84,6 +90,9 @@ type Options struct {
 	// WarmAlways makes Warmers read ahead whatever the state's size (tests;
 	// by default only while it pays: joinstate.Store.WarmingPays).
 	WarmAlways bool
+	// Schemas resolves the schema ids of Avro and Protobuf records
+	// (job.OpenSchemas); nil for a JSON job.
+	Schemas debezium.SchemaSource
 }
 
 // Stats is a snapshot of what an Engine has done.
@@ -114,11 +123,14 @@ type Engine struct {
 	store   *joinstate.Store
 	keyer   *keyed.Keyer
 	join    *keyed.Join
-	fair    *skew.Fair
+	fair    *skew.Fair // the operator
+	pacer   driver.Pacer
 	dec     *job.Decoder // for Process
 	scratch Decoded
+	msg     keyedlog.Msg // the input being stepped
 	txn     *joinstate.Txn
-	buf     *sink.Buffer
+	out     *driver.Output
+	emit    batchOut // the Out of the batch in progress
 	policy  deadletter.Policy
 	clock   version.Clock
 	inputs  int64 // keyed inputs applied: the next input's position
@@ -150,9 +162,17 @@ type Engine struct {
 	endAfter bool // the record just loaded ends the snapshot
 
 	// Exactly-once output to a sink.Positioned (exact.go).
-	batches int64     // batches committed (metaBatches)
-	stream  string    // the state's stream name (metaStream)
-	ex      *exactOut // nil unless Options.Sink is a sink.Positioned
+	batches int64  // batches committed (driver.MetaBatches)
+	stream  string // the state's stream name (driver.MetaStream)
+}
+
+// batchOut is the operator's Out for the batch in progress, made once per
+// batch (and context).
+type batchOut struct {
+	ctx   context.Context
+	batch int64
+	out   keyedlog.Out
+	ok    bool
 }
 
 var (
@@ -164,14 +184,6 @@ type topicPart struct {
 	topic string
 	part  int32
 }
-
-const (
-	metaClock       = "clock"   // version.Clock
-	metaInputs      = "inputs"  // uint64: keyed inputs applied
-	metaLegacyCount = "version" // ≤ wave 1: the version counter (= inputs, legacy clock)
-	metaFingerprint = "fingerprint"
-	metaKeyTypes    = "keytypes" // job.Decoder.KeyTypes
-)
 
 // Open opens the state in cfg.State.Dir and prepares the engine.
 func Open(cfg *config.Config, opts Options) (*Engine, error) {
@@ -203,8 +215,8 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy, syncEach: cfg.State.Sync,
-		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec),
-		dec: job.NewDecoder(cfg, spec), buf: sink.NewBuffer(opts.Sink, 0),
+		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec), pacer: driver.Pacer{Now: time.Now},
+		dec: job.NewDecoder(cfg, spec, opts.Schemas), out: driver.NewOutput(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
 	// Parent records keep their source partition, and child index entries
@@ -220,7 +232,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	if err := e.dec.RestoreKeyTypes(e.keyTypes); err != nil {
 		store.Close()
-		return nil, fmt.Errorf("cdcjoin: state in %s: %w", cfg.State.Dir, err)
+		return nil, cerr.Wrap(err, "state in %s", cfg.State.Dir)
 	}
 	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 {
 		if err := e.startBulk(); err != nil {
@@ -231,7 +243,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	e.warm.Store(opts.WarmAlways || store.WarmingPays())
 	e.txn = store.Begin()
 	e.fair = skew.NewFair(e.join, cfg.Skew.ChunkRows)
-	if e.ex != nil {
+	if e.out.Positioned() {
 		e.fair.Chunk = -1 // see the package doc: fair fan-out and a Positioned sink
 	}
 	if err := e.fair.Load(e.txn); err != nil {
@@ -242,30 +254,22 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// fingerprint identifies the state's shape: a state built for another
-// projection or join kind must not be resumed.
-func (e *Engine) fingerprint() []byte {
-	kind := "inner"
-	if e.spec.Left {
-		kind = "left"
-	}
-	s := fmt.Sprintf("v2|%s|%v|%v|%v|%v|%v|%v", kind, e.spec.ParentColumns, e.spec.ChildColumns,
-		e.spec.ParentKey, e.spec.ChildKey, e.spec.ChildFK, e.spec.Out)
-	return []byte(s)
-}
-
 func (e *Engine) load() error {
-	fp, err := e.store.Meta(metaFingerprint)
+	if err := driver.CheckFingerprint(e.store, e.spec, e.cfg.State.Dir); err != nil {
+		return err
+	}
+	// The version clock and input count; a new state starts a clock at
+	// the current wall-clock millisecond (a state of an earlier cdcjoin
+	// keeps its legacy versions).
+	c, n, ok, err := driver.ReadEngineClock(e.store)
 	if err != nil {
-		return err
+		return cerr.Wrap(err, "state in %s", e.cfg.State.Dir)
 	}
-	if fp != nil && string(fp) != string(e.fingerprint()) {
-		return fmt.Errorf("cdcjoin: state in %s was built for another join shape (%s); remove it to rebuild", e.cfg.State.Dir, fp)
+	if !ok {
+		c = version.Start(version.Propose(e.opts.Now()), 0)
 	}
-	if err := e.loadClock(); err != nil {
-		return err
-	}
-	if e.keyTypes, err = e.store.Meta(metaKeyTypes); err != nil {
+	e.clock, e.inputs = c, n
+	if e.keyTypes, _, err = driver.MetaKeyTypes.Get(e.store); err != nil {
 		return err
 	}
 	return e.store.Positions(func(topic string, part int32, next int64) error {
@@ -274,43 +278,12 @@ func (e *Engine) load() error {
 	})
 }
 
-// loadClock restores the version clock and input count; a new state starts
-// a clock at the current wall-clock millisecond.
-func (e *Engine) loadClock() error {
-	c, err := e.store.Meta(metaClock)
-	if err != nil {
-		return err
-	}
-	n, err := e.store.Meta(metaInputs)
-	if err != nil {
-		return err
-	}
-	if c != nil {
-		if err := e.clock.UnmarshalBinary(c); err != nil {
-			return fmt.Errorf("cdcjoin: state in %s: %w", e.cfg.State.Dir, err)
-		}
-		if len(n) != 8 {
-			return fmt.Errorf("%w: input count", joinstate.ErrCorrupt)
-		}
-		e.inputs = int64(binary.BigEndian.Uint64(n))
-		return nil
-	}
-	if old, err := e.store.Meta(metaLegacyCount); err != nil {
-		return err
-	} else if len(old) == 8 { // a state of an earlier cdcjoin: keep its versions
-		e.clock, e.inputs = version.Legacy(0), int64(binary.BigEndian.Uint64(old))
-		return nil
-	}
-	e.clock = version.Start(version.Propose(e.opts.Now()), 0)
-	return nil
-}
-
 // SetChunkRows changes skew.chunk_rows from the next record on (-1: every
 // fan-out at once); fan-outs in progress continue in chunks. The bench
 // compares both on one state. With a Positioned sink fan-outs are always
 // done at once, and it does nothing.
 func (e *Engine) SetChunkRows(n int) {
-	if e.ex == nil {
+	if !e.out.Positioned() {
 		e.fair.Chunk = n
 	}
 }
@@ -360,7 +333,7 @@ type Decoded struct {
 // NewDecoder returns a decoder for e's topics, for use on another
 // goroutine (see Decode), knowing the key column types learned so far.
 func (e *Engine) NewDecoder() *job.Decoder {
-	d := job.NewDecoder(e.cfg, e.spec)
+	d := job.NewDecoder(e.cfg, e.spec, e.opts.Schemas)
 	d.RestoreKeyTypes(e.keyTypes) // the engine's own encoding: cannot fail
 	return d
 }
@@ -370,7 +343,7 @@ func (e *Engine) NewDecoder() *job.Decoder {
 func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	out.Record = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 	learned := d.KeyTypesLearned()
-	out.side, out.ok, out.Err = d.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &out.ev)
+	out.side, out.ok, out.Err = d.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Headers, &out.ev)
 	out.keyTypes = nil
 	if d.KeyTypesLearned() != learned {
 		out.keyTypes = d.KeyTypes()
@@ -378,6 +351,9 @@ func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	if out.Err != nil {
 		out.Record.Key = append([]byte(nil), r.Key...)
 		out.Record.Value = append([]byte(nil), r.Value...)
+		for _, h := range r.Headers {
+			out.Record.Headers = append(out.Record.Headers, debezium.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+		}
 	}
 }
 
@@ -394,10 +370,8 @@ func (e *Engine) Process(ctx context.Context, r *Record) error {
 // they go to Options.DeadLetters. Other errors (state, sink) are returned
 // wrapped; after one, the Engine must be closed without Commit.
 func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
-	if e.ex != nil && !e.ex.started {
-		if err := e.startExact(ctx); err != nil {
-			return err
-		}
+	if err := e.Start(ctx); err != nil {
+		return err
 	}
 	r := &d.Record
 	e.stats.Records++
@@ -406,13 +380,15 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 		return nil
 	}
 	if err := e.apply(ctx, d); err != nil {
-		var bad *badError
+		var bad *driver.Bad
 		if !errors.As(err, &bad) {
 			return err
 		}
-		l := deadletter.Letter{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-			Key: r.Key, Value: r.Value, Stage: "engine", Kind: bad.kind, Err: bad.err}
-		if err := e.policy.Handle(ctx, &l); err != nil {
+		src := driver.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+		for _, h := range r.Headers {
+			src.Headers = append(src.Headers, deadletter.Header{Key: h.Key, Value: h.Value})
+		}
+		if err := driver.HandleBad(ctx, e.policy, "engine", &src, bad); err != nil {
 			return err
 		}
 		e.stats.Bad++
@@ -432,24 +408,15 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	return nil
 }
 
-type badError struct {
-	kind string
-	err  error
-}
-
-func (b *badError) Error() string { return b.err.Error() }
-
 func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	if d.keyTypes != nil {
 		e.keyTypes, e.keyTypesDirty = d.keyTypes, true
 	}
 	if d.Err != nil {
-		kind := "decode"
-		var de *debezium.DecodeError
-		if errors.As(d.Err, &de) {
-			kind = de.Kind.String()
+		if bad, ok := driver.BadDecode(d.Err); ok {
+			return bad
 		}
-		return &badError{kind, d.Err}
+		return d.Err // the schema registry failed, not the record
 	}
 	if !d.ok {
 		e.stats.Tombstones++
@@ -463,27 +430,46 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 		}
 	}
 	r := &d.Record
-	emit := e.emitter(ctx)
-	e.keyer.Partition = r.Partition
+	out := e.output(ctx)
 	start := time.Now()
-	err := e.keyer.Key(e.txn, d.side, &d.ev, func(in *keyed.Input) error {
-		v := e.clock.At(e.inputs)
+	err := e.keyer.Key(e.txn, d.side, r.Partition, &d.ev, func(in *keyed.Input) error {
+		e.msg.Kind, e.msg.In = keyedlog.KindInput, *in
+		e.msg.Pos, e.msg.Version = e.inputs, e.clock.At(e.inputs)
 		e.inputs++
-		return e.fair.Apply(e.txn, in, v, emit)
+		return e.fair.Step(e.txn, &e.msg, out)
 	})
-	var ke *keyed.KeyError
-	if errors.As(err, &ke) {
-		return &badError{"key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)}
-	}
-	if err != nil || !e.fair.Busy() {
+	if err != nil {
+		if bad, ok := driver.BadKey(err, &driver.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); ok {
+			return bad
+		}
 		return err
 	}
-	if e.ex != nil {
+	if !e.fair.Busy() {
+		return nil
+	}
+	if e.out.Positioned() {
 		// Left by a run without the Positioned sink: finished here, at
 		// the same record whenever the batch is re-created.
-		return e.fair.Drain(e.txn, emit)
+		return driver.Drain(e.fair, e.txn, out)
 	}
-	return e.fair.Pace(e.txn, time.Since(start), emit)
+	e.pacer.Earn(time.Since(start))
+	return e.pacer.Work(e.fair, e.txn, e.fair.Chunk, 0, out)
+}
+
+// output returns the operator's Out for the batch in progress: into the
+// sink, behind Begin for a Positioned sink, or nowhere for a batch the
+// sink holds already.
+func (e *Engine) output(ctx context.Context) keyedlog.Out {
+	b := &e.emit
+	if b.ok && b.ctx == ctx && b.batch == e.batches {
+		return b.out
+	}
+	emit := driver.Discard
+	if !e.out.Silent(e.batches) {
+		emit = e.out.EmitterFrom(ctx, e.batches)
+	}
+	*b = batchOut{ctx: ctx, batch: e.batches, out: keyedlog.Out{Emit: emit}, ok: true}
+	return b.out
 }
 
 // Commit finishes the fan-outs in progress, flushes every emitted change to
@@ -492,10 +478,8 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 // load (which emits the snapshot by a merge, never by fan-outs: while
 // loading there is no fan-out in progress).
 func (e *Engine) Commit(ctx context.Context) error {
-	if e.ex != nil && !e.ex.started {
-		if err := e.startExact(ctx); err != nil {
-			return err
-		}
+	if err := e.Start(ctx); err != nil {
+		return err
 	}
 	if e.bulk != nil {
 		return e.endBulk(ctx)
@@ -504,7 +488,7 @@ func (e *Engine) Commit(ctx context.Context) error {
 	// committed, so that the sink sees it stream and a crash keeps what
 	// was done.
 	for e.fair.Busy() {
-		if err := e.fair.StepRows(e.txn, drainRows, e.emitter(ctx)); err != nil {
+		if _, err := e.fair.Advance(e.txn, drainRows, e.output(ctx)); err != nil {
 			return err
 		}
 		if err := e.Checkpoint(ctx); err != nil {
@@ -529,46 +513,55 @@ func (e *Engine) Checkpoint(ctx context.Context) error {
 	if e.pending == 0 && e.txn.Empty() {
 		return nil
 	}
-	if err := e.flush(ctx); err != nil {
-		return err
+	err := driver.Commit(ctx, syncedTxn{e.txn, e}, driver.Batch{Write: e.writeBatch, Out: e.out, To: e.batches + 1})
+	if err != nil {
+		return cerr.Wrap(err, "batch %d", e.batches)
 	}
+	e.committed()
+	e.txn = e.store.Begin()
+	return nil
+}
+
+// writeBatch writes the batch's input positions and metadata (Commit's
+// step 1): clock, input count, shape, batch count, learned key types.
+func (e *Engine) writeBatch(c driver.Committer) error {
 	for tp, next := range e.next {
-		if err := e.txn.SetPosition(tp.topic, tp.part, next); err != nil {
+		if err := c.SetPosition(tp.topic, tp.part, next); err != nil {
 			return err
 		}
 	}
-	c, _ := e.clock.MarshalBinary()
-	if err := e.txn.SetMeta(metaClock, c); err != nil {
-		return err
+	err := errors.Join(driver.MetaClock.Put(c, e.clock), driver.MetaInputs.Put(c, e.inputs),
+		driver.MetaFingerprint.Put(c, driver.Fingerprint(e.spec)), driver.MetaBatches.Put(c, e.batches+1))
+	if err == nil && e.keyTypesDirty {
+		err = driver.MetaKeyTypes.Put(c, e.keyTypes)
 	}
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(e.inputs))
-	if err := e.txn.SetMeta(metaInputs, n[:]); err != nil {
-		return err
-	}
-	if err := e.txn.SetMeta(metaFingerprint, e.fingerprint()); err != nil {
-		return err
-	}
-	if err := e.txn.SetMeta(metaBatches, e.batchMeta()); err != nil {
-		return err
-	}
-	if e.keyTypesDirty {
-		if err := e.txn.SetMeta(metaKeyTypes, e.keyTypes); err != nil {
-			return err
-		}
-	}
-	if err := e.waitSync(); err != nil {
-		return fmt.Errorf("cdcjoin: state: sync: %w", err)
-	}
-	if err := e.txn.Commit(); err != nil {
-		return err
-	}
-	e.startSync()
+	return err
+}
+
+// committed moves the engine past a committed batch.
+func (e *Engine) committed() {
 	e.batches++
 	e.stats.Commits++
 	e.pending, e.keyTypesDirty = 0, false
+	e.emit.ok = false
 	e.warm.Store(e.opts.WarmAlways || e.store.WarmingPays())
-	e.txn = e.store.Begin()
+}
+
+// syncedTxn commits a batch's transaction behind the fsync of the one
+// before (state.sync, sync.go).
+type syncedTxn struct {
+	*joinstate.Txn
+	e *Engine
+}
+
+func (t syncedTxn) Commit() error {
+	if err := t.e.waitSync(); err != nil {
+		return cerr.Wrap(err, "state: sync")
+	}
+	if err := t.Txn.Commit(); err != nil {
+		return err
+	}
+	t.e.startSync()
 	return nil
 }
 
@@ -584,14 +577,11 @@ func (e *Engine) Close() error {
 		e.txn.Abort()
 		e.txn = nil
 	}
-	e.buf.Discard()
+	e.out.Discard()
 	if err := e.store.Close(); err != nil {
 		return err
 	}
-	if serr != nil {
-		return fmt.Errorf("cdcjoin: state: sync: %w", serr)
-	}
-	return nil
+	return cerr.Wrap(serr, "state: sync")
 }
 
 // Final streams the materialized join from the committed state, sorted by row

@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"math"
@@ -20,7 +21,11 @@ const MaxLineBytes = 64 << 20
 //	{"topic":"…","partition":0,"offset":12,"key":<JSON or null>,"value":<JSON or null>}
 //
 // and calls fn for each record in order. A JSON null key or value becomes nil
-// (a null value is a tombstone). The Record and its slices are reused after fn
+// (a null value is a tombstone). Instead of "key"/"value" a line may carry
+// the Kafka record's bytes as "key_b64"/"value_b64" (standard base64, e.g.
+// Avro in the Schema Registry wire format; null or absent: nil), and its
+// headers as "headers": [{"key":"…","value_b64":"…"}] (Apicurio's id
+// headers). The Record and its slices are reused after fn
 // returns. Blank lines are skipped. A line that is not such an object is an
 // error naming the line number (name is used in the message).
 func ReadJSONL(r io.Reader, name string, fn func(*Record) error) error {
@@ -60,8 +65,10 @@ func ReadJSONL(r io.Reader, name string, fn func(*Record) error) error {
 // stay raw JSON slices of the line, and the topic string is reused while
 // consecutive lines name the same topic.
 type lineParser struct {
-	rec   Record
-	topic string
+	rec     Record
+	topic   string
+	kb, vb  []byte // decoded key_b64 / value_b64
+	headers []debezium.Header
 }
 
 // parse parses one line; a nil Record (and nil error) means "topic" or
@@ -104,6 +111,16 @@ func (p *lineParser) parse(line []byte) (*Record, error) {
 			p.rec.Key = nullToNil(raw)
 		case "value":
 			p.rec.Value = nullToNil(raw)
+		case "key_b64":
+			var err error
+			p.kb, p.rec.Key, err = base64Field(p.kb, raw, "key_b64")
+			return err
+		case "value_b64":
+			var err error
+			p.vb, p.rec.Value, err = base64Field(p.vb, raw, "value_b64")
+			return err
+		case "headers":
+			return p.parseHeaders(raw)
 		}
 		return nil
 	})
@@ -114,6 +131,53 @@ func (p *lineParser) parse(line []byte) (*Record, error) {
 		return nil, nil
 	}
 	return &p.rec, nil
+}
+
+// base64Field decodes a base64 string member into buf (null: nil).
+func base64Field(buf, raw []byte, name string) ([]byte, []byte, error) {
+	if string(raw) == "null" {
+		return buf, nil, nil
+	}
+	s, ok := debezium.PlainString(raw)
+	if !ok {
+		return buf, nil, fmt.Errorf("%q is not a base64 string", name)
+	}
+	n := base64.StdEncoding.DecodedLen(len(s))
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	m, err := base64.StdEncoding.Decode(buf[:n], s)
+	if err != nil {
+		return buf, nil, fmt.Errorf("%q: %w", name, err)
+	}
+	return buf, buf[:m:m], nil
+}
+
+// parseHeaders parses [{"key":…,"value_b64":…},…].
+func (p *lineParser) parseHeaders(raw []byte) error {
+	p.headers = p.headers[:0]
+	if string(raw) == "null" {
+		return nil
+	}
+	var hs []struct {
+		Key      string  `json:"key"`
+		ValueB64 *string `json:"value_b64"`
+	}
+	if err := json.Unmarshal(raw, &hs); err != nil {
+		return fmt.Errorf("\"headers\" is not a list of {\"key\",\"value_b64\"}: %w", err)
+	}
+	for _, h := range hs {
+		var v []byte
+		if h.ValueB64 != nil {
+			var err error
+			if v, err = base64.StdEncoding.DecodeString(*h.ValueB64); err != nil {
+				return fmt.Errorf("header %q: %w", h.Key, err)
+			}
+		}
+		p.headers = append(p.headers, debezium.Header{Key: h.Key, Value: v})
+	}
+	p.rec.Headers = p.headers
+	return nil
 }
 
 func nullToNil(b []byte) []byte {

@@ -6,12 +6,14 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -47,20 +49,38 @@ func MustSpec(cfg *config.Config) *keyed.Spec {
 
 // Decoder decodes the records of the job's two topics, projected to the
 // spec's columns. Not safe for concurrent use: each goroutine needs its
-// own (they share nothing but the immutable spec).
+// own (they share nothing but the immutable spec and the schema source).
 type Decoder struct {
 	parentTopic, childTopic string
 	parent, child           *debezium.Decoder
+	formats                 [3]debezium.Format // by side
+	schemas                 debezium.SchemaSource
+}
+
+// OpenSchemas returns the schema registry client of a job whose topics are
+// Avro or Protobuf (format, schema_registry), nil for a JSON job. One
+// client per process: decoders on several goroutines share it, and each id
+// is fetched once. Close it when done (a nil client's Close is a no-op).
+func OpenSchemas(cfg *config.Config, opts registry.Options) (*registry.Client, error) {
+	if !cfg.NeedsRegistry() || cfg.SchemaRegistry == nil {
+		return nil, nil
+	}
+	return registry.New(cfg.SchemaRegistry, opts)
 }
 
 // NewDecoder returns a decoder for cfg's topics and spec's projections.
-// The child's foreign key columns share the classes of the parent's key
-// columns (debezium.KeyClasses): without declared types, a foreign key of
-// another type than the parent key's (71.5 for an integer id, "7" for a
-// number) is a bad record, as no parent can have it.
-func NewDecoder(cfg *config.Config, spec *keyed.Spec) *Decoder {
-	po := DecoderOptions(cfg, row.Parent, spec.ParentColumns)
-	co := DecoderOptions(cfg, row.Child, spec.ChildColumns)
+// schemas resolves the schema ids of Avro and Protobuf records (a
+// *registry.Client from OpenSchemas); nil for a JSON job. The child's
+// foreign key columns share the classes of the parent's key columns
+// (debezium.KeyClasses): without declared types, a foreign key of another
+// type than the parent key's (71.5 for an integer id, "7" for a number) is
+// a bad record, as no parent can have it.
+func NewDecoder(cfg *config.Config, spec *keyed.Spec, schemas debezium.SchemaSource) *Decoder {
+	if c, ok := schemas.(*registry.Client); ok && c == nil {
+		schemas = nil
+	}
+	po := DecoderOptions(cfg, row.Parent, spec.ParentColumns, schemas)
+	co := DecoderOptions(cfg, row.Child, spec.ChildColumns, schemas)
 	pslot := map[string]int{} // parent key column → its slot
 	po.KeySlots = make([]int, po.KeyColumns)
 	for i := range po.KeySlots {
@@ -84,24 +104,71 @@ func NewDecoder(cfg *config.Config, spec *keyed.Spec) *Decoder {
 	}
 	shared := debezium.NewKeyClasses(n)
 	po.KeyClasses, co.KeyClasses = shared, shared
-	return &Decoder{
-		parentTopic: cfg.Parent.Topic, childTopic: cfg.Child.Topic,
+	d := &Decoder{
+		parentTopic: cfg.Parent.Topic, childTopic: cfg.Child.Topic, schemas: schemas,
 		parent: debezium.NewDecoder(spec.ParentColumns, po),
 		child:  debezium.NewDecoder(spec.ChildColumns, co),
 	}
+	d.formats[row.Parent] = Format(cfg.SideFormat(row.Parent))
+	d.formats[row.Child] = Format(cfg.SideFormat(row.Child))
+	return d
+}
+
+// Format returns the decoder format of a configured format name.
+func Format(name string) debezium.Format {
+	switch name {
+	case config.FormatAvro:
+		return debezium.FormatAvro
+	case config.FormatProtobuf:
+		return debezium.FormatProtobuf
+	}
+	return debezium.FormatJSON
 }
 
 // DecoderOptions returns the options of the decoder of side's topic that
 // projects onto cols (the spec's projection of side): the record size
 // limit, the declared column types (decoding records without a schema),
-// the key columns and the connector's unchanged-TOAST placeholder.
-func DecoderOptions(cfg *config.Config, side row.Side, cols []string) debezium.Options {
+// the key columns, the connector's unchanged-TOAST placeholder, and the
+// side's record format with the schema source resolving its ids.
+func DecoderOptions(cfg *config.Config, side row.Side, cols []string, schemas debezium.SchemaSource) debezium.Options {
 	return debezium.Options{
 		MaxRecordBytes: cfg.Errors.MaxRecordBytes,
 		Types:          cfg.DeclaredTypes(side, cols),
 		KeyColumns:     cfg.KeyColumns(side, cols),
 		Placeholder:    cfg.Debezium.UnavailableValuePlaceholder,
+		Format:         Format(cfg.SideFormat(side)),
+		Schemas:        schemas,
 	}
+}
+
+// Prefetch makes sure the schemas a record of topic names are fetched
+// (the registry client caches them), blocking while the registry cannot
+// be reached: a driver calls it before a transaction, so that decoding
+// inside it never waits for the registry. It fails only with the
+// registry's own failure (a *debezium.SourceError, e.g. the client was
+// closed); a record that is bad (not in the wire format, an unknown id)
+// is left to Decode.
+func (d *Decoder) Prefetch(topic string, key, value []byte, headers []debezium.Header) error {
+	side := d.Side(topic)
+	if side == 0 || d.formats[side] == debezium.FormatJSON || d.schemas == nil {
+		return nil
+	}
+	for _, b := range []struct {
+		field string
+		data  []byte
+	}{{"value", value}, {"key", key}} {
+		if len(b.data) == 0 {
+			continue
+		}
+		id, _, de := debezium.SchemaOf(b.data, headers, b.field)
+		if de != nil {
+			continue
+		}
+		if _, err := d.schemas.Schema(id); err != nil && !errors.Is(err, debezium.ErrNoSuchSchema) {
+			return &debezium.SourceError{ID: id, Err: err}
+		}
+	}
+	return nil
 }
 
 // Side returns the side whose topic is topic, or 0 when it is neither.
@@ -119,6 +186,13 @@ func (d *Decoder) Side(topic string) row.Side {
 // false for a tombstone. Errors are bad-record errors naming the record's
 // position: a *debezium.DecodeError, or a record of neither topic.
 func (d *Decoder) Decode(topic string, partition int32, offset int64, key, value []byte, ev *debezium.Event) (side row.Side, ok bool, err error) {
+	return d.DecodeHeaders(topic, partition, offset, key, value, nil, ev)
+}
+
+// DecodeHeaders is Decode for a record with headers (Apicurio's serializers
+// may put the schema ids there). A *debezium.SourceError (the schema
+// registry failed, not the record) is not a bad record: the driver stops.
+func (d *Decoder) DecodeHeaders(topic string, partition int32, offset int64, key, value []byte, headers []debezium.Header, ev *debezium.Event) (side row.Side, ok bool, err error) {
 	side = d.Side(topic)
 	dec := d.parent
 	switch side {
@@ -128,7 +202,7 @@ func (d *Decoder) Decode(topic string, partition int32, offset int64, key, value
 		return 0, false, fmt.Errorf("cdcjoin: bad record at %s/%d@%d: topic is neither parent.topic (%s) nor child.topic (%s)",
 			topic, partition, offset, d.parentTopic, d.childTopic)
 	}
-	ok, err = dec.Decode(key, value, ev)
+	ok, err = dec.DecodeRecord(key, value, headers, ev)
 	if err != nil {
 		err = debezium.AtPosition(err, topic, partition, offset)
 	}

@@ -27,7 +27,7 @@ state: {dir: /tmp/unused}
 		return []byte(`{"after":{"id":1,"user_id":` + fk + `,"name":"n"},"op":"c"}`)
 	}
 	var ev debezium.Event
-	d := NewDecoder(cfg, spec)
+	d := NewDecoder(cfg, spec, nil)
 	if _, _, err := d.Decode("domains", 0, 0, nil, child(`"a"`), &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +38,11 @@ state: {dir: /tmp/unused}
 		t.Fatal(err)
 	}
 	saved := d.KeyTypes()
-	fresh := NewDecoder(cfg, spec)
+	fresh := NewDecoder(cfg, spec, nil)
 	if _, _, err := fresh.Decode("domains", 0, 1, nil, child(`5`), &ev); err != nil {
 		t.Fatalf("a fresh decoder learns afresh: %v", err)
 	}
-	restored := NewDecoder(cfg, spec)
+	restored := NewDecoder(cfg, spec, nil)
 	if err := restored.RestoreKeyTypes(saved); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ state: {dir: /tmp/unused}
 		t.Error("a numeric parent key accepted after string ones")
 	}
 	// An integer parent key: a child's foreign key 71.5 can match no parent.
-	ints := NewDecoder(cfg, spec)
+	ints := NewDecoder(cfg, spec, nil)
 	if _, _, err := ints.Decode("users", 0, 2, nil, []byte(`{"after":{"id":71},"op":"c"}`), &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestLinkedDeclaredKeyTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := NewDecoder(cfg, MustSpec(cfg))
+		d := NewDecoder(cfg, MustSpec(cfg), nil)
 		var ev debezium.Event
 		child := func(fk string) error {
 			_, _, err := d.Decode("domains", 0, 0, nil, []byte(`{"after":{"id":1,"user_id":`+fk+`,"name":"n"},"op":"c"}`), &ev)
@@ -126,7 +126,7 @@ state: {dir: /tmp/unused}
 		`{"after":{"id":3,"user_id":1,"day":null,"amount":null,"mixed":null,"never":null},"op":"c"}`,
 	}
 	typesOf := func(order []int) []row.ColumnType {
-		d := NewDecoder(cfg, spec)
+		d := NewDecoder(cfg, spec, nil)
 		var ty Types
 		var ev debezium.Event
 		if _, _, err := d.Decode("users", 0, 0, nil, []byte(`{"after":{"id":1},"op":"c"}`), &ev); err != nil {

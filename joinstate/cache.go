@@ -13,7 +13,11 @@ import (
 //
 // It holds committed truth plus the writes of the open Txn, which writes
 // through it and keeps an undo log: Abort rolls the writes back, Commit drops
-// the log. Nothing is evicted while a Txn is open (its writes must stay
+// the log. Writes of the point-read keyspaces are write-back (dirty): the
+// Txn writes them to its pebble batch only when it commits (consolidated:
+// a key written many times in one Txn is written once), or before a scan
+// of their keyspace; a dirty entry that a hash collision displaces is
+// written to the batch at once (see Txn.set). Nothing is evicted while a Txn is open (its writes must stay
 // visible), only at Commit. A range clear moves the keyspace to a new
 // generation (see Store), so the cleared entries are never looked up again;
 // eviction drops them first. It is used by one Txn at a time (the Store's
@@ -27,7 +31,7 @@ import (
 // on the first eviction.
 //
 // Layout: entries are appended to byte slabs (uvarint key length, key, a
-// presence byte, uvarint value length, value) and found through a map from
+// flags byte (flagPresent, flagDirty), uvarint value length, value) and found through a map from
 // the key's 64-bit hash to the entry's position. Neither holds pointers, so
 // the garbage collector does not scan the cache however large it is. Two keys
 // with the same hash share a slot: the newer displaces the older (which
@@ -63,6 +67,12 @@ const (
 	cacheMiss      = iota // not cached (a known absence if the keyspace is complete)
 	cacheHit              // val/present are the entry
 	cacheCollision        // another key holds the slot: not cached, proves nothing
+)
+
+// Entry flags (the byte after the key).
+const (
+	flagPresent = 1 << 0 // the key exists (else: a known absence)
+	flagDirty   = 1 << 1 // written by the open Txn, not yet in its batch
 )
 
 const (
@@ -114,7 +124,7 @@ func (c *rowCache) get(key []byte) (val []byte, present bool, status int) {
 }
 
 // appendEntry stores an entry in the slabs and returns its ref.
-func (c *rowCache) appendEntry(key []byte, present bool, val []byte) uint64 {
+func (c *rowCache) appendEntry(key []byte, flags byte, val []byte) uint64 {
 	size := entrySize(key, val)
 	last := len(c.slabs) - 1
 	if last < 0 || len(c.slabs[last])+size > cap(c.slabs[last]) {
@@ -125,11 +135,7 @@ func (c *rowCache) appendEntry(key []byte, present bool, val []byte) uint64 {
 	off := len(b)
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
-	p := byte(0)
-	if present {
-		p = 1
-	}
-	b = append(b, p)
+	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(len(val)))
 	b = append(b, val...)
 	c.slabs[last] = b
@@ -138,28 +144,72 @@ func (c *rowCache) appendEntry(key []byte, present bool, val []byte) uint64 {
 }
 
 // put points key's slot at a new entry and returns the slot's previous ref.
-func (c *rowCache) put(key []byte, present bool, val []byte) (h, old uint64, had bool) {
+// When that entry was another key's (a hash collision displaces it), that
+// key is no longer cached; if its entry was dirty, spill gets it first (the
+// Txn writes it to its batch).
+func (c *rowCache) put(key []byte, flags byte, val []byte, spill func(key []byte, present bool, val []byte)) (h, old uint64, had bool) {
 	h = c.hash(key)
 	old, had = c.idx[h]
 	if had {
-		k, _, v := c.entry(old)
+		k, f, v := c.entryFlags(old)
 		c.live -= entrySize(k, v) + idxEntryBytes
 		if string(k) != string(key) {
+			if f&flagDirty != 0 && spill != nil {
+				spill(k, f&flagPresent != 0, v)
+			}
 			c.evicted(k) // a hash collision displaces the other key
 		}
 	}
-	c.idx[h] = c.appendEntry(key, present, val)
+	c.idx[h] = c.appendEntry(key, flags, val)
 	c.live += entrySize(key, val) + idxEntryBytes
 	return h, old, had
 }
 
 // fill records a committed value read from pebble (no undo needed).
-func (c *rowCache) fill(key []byte, present bool, val []byte) { c.put(key, present, val) }
+func (c *rowCache) fill(key []byte, present bool, val []byte, spill func(key []byte, present bool, val []byte)) {
+	c.put(key, presence(present), val, spill)
+}
 
-// write installs an uncommitted write and appends its undo record to undo.
-func (c *rowCache) write(key []byte, present bool, val []byte, undo []undoEntry) []undoEntry {
-	h, old, had := c.put(key, present, val)
+func presence(present bool) byte {
+	if present {
+		return flagPresent
+	}
+	return 0
+}
+
+// write installs an uncommitted write and appends its undo record to undo;
+// dirty marks it for the Txn to write to its batch later (flushDirty).
+func (c *rowCache) write(key []byte, present, dirty bool, val []byte, undo []undoEntry, spill func(key []byte, present bool, val []byte)) []undoEntry {
+	f := presence(present)
+	if dirty {
+		f |= flagDirty
+	}
+	h, old, had := c.put(key, f, val, spill)
 	return append(undo, undoEntry{h: h, old: old, had: had})
+}
+
+// flushDirty passes every dirty entry the writes in undo left in the cache
+// (newest write of each key once) to fn and marks it clean; with prefix
+// non-zero only the entries of that keyspace.
+func (c *rowCache) flushDirty(undo []undoEntry, prefix byte, fn func(key []byte, present bool, val []byte) error) error {
+	for i := len(undo) - 1; i >= 0; i-- {
+		ref, ok := c.idx[undo[i].h]
+		if !ok {
+			continue
+		}
+		b := c.slabs[ref>>32][uint32(ref):]
+		kl, n := binary.Uvarint(b)
+		fl := &b[n+int(kl)]
+		if *fl&flagDirty == 0 || (prefix != 0 && b[n] != prefix) {
+			continue
+		}
+		*fl &^= flagDirty // the flags byte is no key's or value's: never aliased
+		k, f, v := entryAtFlags(b)
+		if err := fn(k, f&flagPresent != 0, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rollback undoes writes, newest first.
@@ -243,8 +293,8 @@ func (c *rowCache) compact() {
 	idx := make(map[uint64]uint64, len(c.idx))
 	c.slabs, c.used = nil, 0
 	for h, ref := range c.idx {
-		k, p, v := entryAt(old[ref>>32][uint32(ref):])
-		idx[h] = c.appendEntry(k, p, v)
+		k, f, v := entryAtFlags(old[ref>>32][uint32(ref):])
+		idx[h] = c.appendEntry(k, f, v)
 	}
 	c.idx = idx
 }
@@ -272,10 +322,20 @@ func (c *rowCache) evict(gens *generations) {
 }
 
 func entryAt(b []byte) (key []byte, present bool, val []byte) {
+	key, f, val := entryAtFlags(b)
+	return key, f&flagPresent != 0, val
+}
+
+func entryAtFlags(b []byte) (key []byte, flags byte, val []byte) {
 	kl, n := binary.Uvarint(b)
 	key = b[n : n+int(kl)]
 	b = b[n+int(kl):]
 	vl, m := binary.Uvarint(b[1:])
 	end := 1 + m + int(vl)
-	return key, b[0] == 1, b[1+m : end : end]
+	return key, b[0], b[1+m : end : end]
+}
+
+// entryFlags decodes the entry at ref with its flags.
+func (c *rowCache) entryFlags(ref uint64) (key []byte, flags byte, val []byte) {
+	return entryAtFlags(c.slabs[ref>>32][uint32(ref):])
 }

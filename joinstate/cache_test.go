@@ -11,8 +11,9 @@ import (
 )
 
 // TestRowCacheMetamorphic runs the same random operations (puts, deletes,
-// range clears, commits, aborts, reopens; parents, child index, children and
-// child scans) against a store without the row cache, one
+// range clears, commits, aborts, reopens; parents, child index, children,
+// positions, metadata, child scans and whole-keyspace scans; the cache's
+// writes of point-read keyspaces are write-back) against a store without the row cache, one
 // with a tiny cache (it evicts, so keyspaces stop being complete) and one
 // with a cache that never evicts (misses are answered as absences), and two
 // whose hashes collide constantly (one evicting), and requires identical
@@ -41,7 +42,7 @@ func TestRowCacheMetamorphic(t *testing.T) {
 		key := func() []byte { return row.AppendKey(nil, []row.Value{row.Int(int64(rng.Intn(50)))}) }
 		for i := 0; i < 5000; i++ {
 			k, k2 := key(), key()
-			op := rng.Intn(120)
+			op := rng.Intn(132)
 			var got [5]string
 			for j, tx := range txns {
 				var err error
@@ -93,6 +94,36 @@ func TestRowCacheMetamorphic(t *testing.T) {
 						got[j] += fmt.Sprintf("%x@%s ", ck, v)
 						return nil
 					})
+				case op >= 120 && op < 123: // a scan of the parents (write-back entries flushed first)
+					err = tx.Groups(func(jk, p []byte, children ChildScan) error {
+						got[j] += fmt.Sprintf("%x=%s[", jk, p)
+						err := children(func(ck, v []byte) error {
+							got[j] += fmt.Sprintf("%x@%s ", ck, v)
+							return nil
+						})
+						got[j] += "] "
+						return err
+					})
+				case op >= 123 && op < 125:
+					err = tx.ChildIndexes(func(ck, e []byte) error {
+						got[j] += fmt.Sprintf("%x=%s ", ck, e)
+						return nil
+					})
+				case op >= 125 && op < 128:
+					err = tx.SetPosition("t", int32(k[len(k)-1]%4), int64(i))
+				case op >= 128 && op < 130:
+					var n int64
+					var ok bool
+					n, ok, err = tx.Position("t", int32(k[len(k)-1]%4))
+					got[j] = fmt.Sprint(n, ok)
+				case op >= 130:
+					if op == 130 {
+						err = tx.SetMeta(fmt.Sprint("m", k[len(k)-1]%3), []byte(fmt.Sprint(i)))
+					} else {
+						var v []byte
+						v, err = tx.Meta(fmt.Sprint("m", k[len(k)-1]%3))
+						got[j] = string(v)
+					}
 				default:
 					has, err2 := tx.HasChildren(k, k2)
 					err = err2
@@ -128,8 +159,8 @@ func TestRowCacheCompleteness(t *testing.T) {
 	c.mask = 0 // one slot: every key collides
 	c.setComplete(prefixParent, 0)
 	c.setComplete(prefixIndex, 0)
-	c.write(key(prefixParent, 0, 1), true, []byte("a"), nil)
-	c.write(key(prefixIndex, 0, 2), true, []byte("b"), nil) // displaces the parent
+	c.write(key(prefixParent, 0, 1), true, false, []byte("a"), nil, nil)
+	c.write(key(prefixIndex, 0, 2), true, false, []byte("b"), nil, nil) // displaces the parent
 	if c.completeFor(prefixParent, 0) {
 		t.Error("parents still complete after a parent was displaced")
 	}
@@ -143,9 +174,9 @@ func TestRowCacheCompleteness(t *testing.T) {
 	c = newRowCache(200)
 	c.setComplete(prefixIndex, 1)
 	for i := int64(0); i < 20; i++ {
-		c.write(key(prefixIndex, 0, i), true, []byte("old generation"), nil)
+		c.write(key(prefixIndex, 0, i), true, false, []byte("old generation"), nil, nil)
 	}
-	c.write(key(prefixIndex, 1, 7), true, []byte("x"), nil)
+	c.write(key(prefixIndex, 1, 7), true, false, []byte("x"), nil, nil)
 	gens := generations{0, 0, 1, 0}
 	c.evict(&gens)
 	if !c.completeFor(prefixIndex, 1) {
@@ -155,7 +186,7 @@ func TestRowCacheCompleteness(t *testing.T) {
 		t.Errorf("current-generation entry lost: status %d", st)
 	}
 	for i := int64(0); i < 20; i++ {
-		c.write(key(prefixIndex, 1, 100+i), true, []byte("current generation"), nil)
+		c.write(key(prefixIndex, 1, 100+i), true, false, []byte("current generation"), nil, nil)
 	}
 	c.evict(&gens)
 	if c.completeFor(prefixIndex, 1) {

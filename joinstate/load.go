@@ -119,15 +119,18 @@ func (l *Load) AddParentIndex(parentKey, entry []byte) error {
 	return l.add(prefixPIndex, parentKey, nil, entry)
 }
 
-// SetMeta sets a metadata value, committed with the load.
-func (l *Load) SetMeta(name string, value []byte) {
+// SetMeta sets a metadata value, committed with the load. It never fails
+// (the error is Txn.SetMeta's, for one interface of both).
+func (l *Load) SetMeta(name string, value []byte) error {
 	l.meta[string(metaKey(name))] = slices.Clone(value)
+	return nil
 }
 
 // SetPosition records next as the next offset to consume for
-// topic/partition, committed with the load.
-func (l *Load) SetPosition(topic string, partition int32, next int64) {
+// topic/partition, committed with the load. It never fails (see SetMeta).
+func (l *Load) SetPosition(topic string, partition int32, next int64) error {
 	l.meta[string(positionKey(nil, topic, partition))] = positionValue(next)
+	return nil
 }
 
 // Records streams every parent record (parent true, key the join key),
@@ -335,7 +338,7 @@ func (l *Load) warmCache() {
 		key := b[n : n+int(kl)]
 		b = b[n+int(kl):]
 		vl, m := binary.Uvarint(b)
-		c.fill(key, true, b[m:m+int(vl)])
+		c.fill(key, true, b[m:m+int(vl)], nil)
 		b = b[m+int(vl):]
 	}
 	for _, p := range []byte{prefixParent, prefixChild, prefixIndex, prefixPIndex} {

@@ -403,6 +403,7 @@ func (s *Store) DB() *pebble.DB { return s.db }
 // open Txn's writes.)
 func (s *Store) Begin() *Txn {
 	t := &Txn{s: s, b: s.db.NewIndexedBatch()}
+	t.spill = t.spillTo
 	s.mu.Lock()
 	t.gens = s.gens
 	s.mu.Unlock()
@@ -532,13 +533,63 @@ type Txn struct {
 	key    []byte      // scratch
 	val    []byte      // scratch
 	mark   []byte      // scratch (child marks)
+
+	// Write-back (see writeBack): dirty counts the writes held only by
+	// the row cache, dirtyBytes their keys' and values' bytes; spill
+	// writes a displaced one to b (spillTo), spillErr is its first error.
+	dirty, dirtyBytes int
+	spill             func(key []byte, present bool, val []byte)
+	spillErr          error
 }
 
-// Len is the encoded size of the pending batch in bytes.
-func (t *Txn) Len() int { return t.b.Len() }
+// writeBack reports whether writes of the keyspace of prefix stay in the
+// row cache until the Txn commits (or until a scan of the keyspace needs
+// them in the batch): the keyspaces read by point lookups only, between
+// scans — parents, the child index, the parent index, positions and
+// metadata. A key written many times in one Txn then reaches pebble once,
+// and the batch indexes only what scans read. Children and Aux are written
+// through: their scans (fan-outs, HasChildren, the skew scheduler's
+// queues) read the batch.
+func writeBack(prefix byte) bool {
+	switch prefix {
+	case prefixParent, prefixIndex, prefixPIndex, prefixPosition, prefixMeta:
+		return true
+	}
+	return false
+}
+
+// spillTo writes a dirty entry displaced from the row cache into t's batch
+// (reads of the key then find it there).
+func (t *Txn) spillTo(key []byte, present bool, val []byte) {
+	var err error
+	if present {
+		err = t.b.Set(key, val, nil)
+	} else {
+		err = t.b.Delete(key, nil)
+	}
+	if err != nil && t.spillErr == nil {
+		t.spillErr = fmt.Errorf("cdcjoin: state: write: %w", err)
+	}
+}
+
+// flushDirty writes the dirty entries of prefix's keyspace into the batch,
+// so that a scan of the keyspace (or a clear) sees them.
+func (t *Txn) flushDirty(prefix byte) error {
+	if t.s.cache == nil || t.dirty == 0 {
+		return nil
+	}
+	return t.s.cache.flushDirty(t.undo, prefix, func(key []byte, present bool, val []byte) error {
+		t.spillTo(key, present, val)
+		return t.spillErr
+	})
+}
+
+// Len is the encoded size of the pending batch in bytes (for write-back
+// writes, an upper bound: their key and value bytes).
+func (t *Txn) Len() int { return t.b.Len() + t.dirtyBytes }
 
 // Empty reports whether the Txn has no pending writes.
-func (t *Txn) Empty() bool { return t.b.Empty() }
+func (t *Txn) Empty() bool { return t.b.Empty() && t.dirty == 0 }
 
 // Commit writes all changes and positions atomically and ends the Txn.
 func (t *Txn) Commit() error {
@@ -560,13 +611,40 @@ func (t *Txn) Commit() error {
 		err = t.s.checkSpace()
 	}
 	if err == nil {
-		b := t.b
+		err = t.spillErr
+	}
+	b := t.b
+	if err == nil && t.dirty > 0 {
+		// The write-back entries, each key's last write once, after what
+		// the batch holds (a clear's range deletion included: the entries
+		// of a cleared generation were flushed before it).
+		b = t.s.db.NewBatch()
+		if !t.b.Empty() {
+			err = b.Apply(t.b, nil)
+		}
+		if err == nil {
+			err = t.s.cache.flushDirty(t.undo, 0, func(key []byte, present bool, val []byte) error {
+				if present {
+					return b.Set(key, val, nil)
+				}
+				return b.Delete(key, nil)
+			})
+		}
+		if err != nil {
+			err = fmt.Errorf("cdcjoin: state: write: %w", err)
+		}
+	}
+	if err == nil {
 		err = t.s.guard(func() error { return b.Commit(opts) })
 	}
 	if t.s.h.err() == nil { // else pebble may still hold the batch
 		t.b.Close()
+		if b != t.b {
+			b.Close()
+		}
 	}
 	t.b = nil
+	t.dirty, t.dirtyBytes = 0, 0
 	if err != nil {
 		if t.s.cache != nil {
 			t.s.cache.rollback(t.undo)
@@ -642,7 +720,7 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 	v, closer, err := t.b.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		if c != nil {
-			c.fill(key, false, nil)
+			c.fill(key, false, nil, t.spill)
 		}
 		return nil, false, nil
 	}
@@ -652,27 +730,41 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 	t.val = append(t.val[:0], v...)
 	closer.Close()
 	if c != nil {
-		c.fill(key, true, t.val)
+		c.fill(key, true, t.val, t.spill)
 	}
 	return t.val, true, nil
 }
 
 func (t *Txn) set(key, val []byte) error {
+	c := t.s.cache
+	if c != nil && writeBack(key[0]) {
+		t.undo = c.write(key, true, true, val, t.undo, t.spill)
+		t.dirty++
+		t.dirtyBytes += len(key) + len(val)
+		return nil
+	}
 	if err := t.b.Set(key, val, nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: write: %w", err)
 	}
-	if t.s.cache != nil {
-		t.undo = t.s.cache.write(key, true, val, t.undo)
+	if c != nil {
+		t.undo = c.write(key, true, false, val, t.undo, t.spill)
 	}
 	return nil
 }
 
 func (t *Txn) del(key []byte) error {
+	c := t.s.cache
+	if c != nil && writeBack(key[0]) {
+		t.undo = c.write(key, false, true, nil, t.undo, t.spill)
+		t.dirty++
+		t.dirtyBytes += len(key)
+		return nil
+	}
 	if err := t.b.Delete(key, nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: delete: %w", err)
 	}
-	if t.s.cache != nil {
-		t.undo = t.s.cache.write(key, false, nil, t.undo)
+	if c != nil {
+		t.undo = c.write(key, false, false, nil, t.undo, t.spill)
 	}
 	return nil
 }
@@ -707,7 +799,7 @@ func (t *Txn) PutChild(joinKey, childKey, value []byte) error {
 	}
 	if c := t.s.cache; c != nil {
 		if _, _, st := c.get(t.markKey(joinKey)); st != cacheHit {
-			t.undo = c.write(t.mark, true, nil, t.undo)
+			t.undo = c.write(t.mark, true, false, nil, t.undo, t.spill)
 		}
 	}
 	return nil
@@ -849,6 +941,9 @@ type ChildScan = func(fn func(childKey, value []byte) error) error
 // records passed to fn and to ChildScan callbacks are reused: copy what you
 // keep. Writes made by the callbacks are not seen by the scans in progress.
 func (t *Txn) Groups(fn func(joinKey, parent []byte, children ChildScan) error) error {
+	if err := t.flushDirty(prefixParent); err != nil {
+		return err
+	}
 	ph := t.gens.header(nil, prefixParent)
 	ch := t.gens.header(nil, prefixChild)
 	pit, err := t.b.NewIter(prefixBounds(ph))
@@ -918,6 +1013,11 @@ func (t *Txn) ClearChildIndex() error { return t.clear(prefixIndex) }
 // keys name it) and age out of the row cache.
 func (t *Txn) clear(prefix byte) error {
 	t.closeIter()
+	// The generation's write-back entries go to the batch first, so that
+	// the range deletion after them deletes them, as it deletes the rest.
+	if err := t.flushDirty(prefix); err != nil {
+		return err
+	}
 	old := t.gens.header(nil, prefix)
 	if err := t.b.DeleteRange(old, prefixEnd(old), nil); err != nil {
 		return fmt.Errorf("cdcjoin: state: delete range: %w", err)
@@ -979,8 +1079,14 @@ func positionValue(next int64) []byte { return binary.BigEndian.AppendUint64(nil
 
 // Position reads a position as seen by this Txn.
 func (t *Txn) Position(topic string, partition int32) (int64, bool, error) {
-	v, closer, err := t.b.Get(positionKey(nil, topic, partition))
-	return decodePosition(v, closer, err)
+	v, ok, err := t.get(positionKey(nil, topic, partition))
+	if !ok || err != nil {
+		return 0, false, err
+	}
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("%w: position value", ErrCorrupt)
+	}
+	return int64(binary.BigEndian.Uint64(v)), true, nil
 }
 
 // SetMeta sets a metadata value.
@@ -1019,6 +1125,9 @@ func (t *Txn) ChildIndexes(fn func(childKey, entry []byte) error) error {
 // scan streams the current generation of a keyspace, seeing the Txn's
 // writes. The slices passed to fn are valid only during the call.
 func (t *Txn) scan(prefix byte, fn func(key, value []byte) error) error {
+	if err := t.flushDirty(prefix); err != nil {
+		return err
+	}
 	hdr := t.gens.header(nil, prefix)
 	it, err := t.b.NewIter(prefixBounds(hdr))
 	if err != nil {

@@ -14,9 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/driver"
+	"github.com/cdcjoin/cdcjoin/internal/cerr"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/version"
 )
@@ -69,14 +71,12 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 	if err := cfg.ValidateForKafka(); err != nil {
 		return st, err
 	}
-	rcfg := *cfg
-	rcfg.State.Dir = replayState
-	eng, err := engine.Open(&rcfg, engine.Options{Resume: true})
+	rs, err := driver.OpenReplayState(cfg, replayState)
 	if err != nil {
-		return st, fmt.Errorf("cdcjoin: handover: open the replay state: %w", err)
+		return st, cerr.Wrap(err, "handover: open the replay state")
 	}
-	defer eng.Close()
-	spec := eng.Spec()
+	defer rs.Close()
+	spec := rs.Spec
 
 	base, err := clientOpts(&cfg.Kafka, log)
 	if err != nil {
@@ -104,7 +104,7 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 
 	// The keying group's offsets: the replay's positions.
 	positions := kadm.Offsets{}
-	err = eng.Store().Positions(func(topic string, part int32, next int64) error {
+	err = rs.Store.Positions(func(topic string, part int32, next int64) error {
 		n := top.parentParts
 		if topic == cfg.Child.Topic {
 			n = top.childParts
@@ -142,7 +142,7 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 		})
 	}
 	progress := newProgress(log, "handover")
-	t := eng.Store().Begin()
+	t := rs.Store.Begin()
 	defer t.Abort()
 	if err := loadState(t, spec, kc.KeyedTopic(), top.keyedParts, produce, &st, progress); err != nil {
 		return st, err
@@ -152,7 +152,7 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 	}
 	// What the replay's decoders learned about key column types goes with
 	// every index partition, as the keying stage keeps it.
-	if kt := eng.KeyTypes(); kt != nil {
+	if kt := rs.KeyTypes; kt != nil {
 		for p := int32(0); p < top.childParts; p++ {
 			produce(&kgo.Record{Topic: kc.ChildIndexTopic(), Partition: p, Key: []byte(keyTypesKey), Value: kt})
 		}
@@ -168,7 +168,7 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 	}
 
 	// Every version run gives from now on exceeds the replay's.
-	replayEpoch := version.Epoch(eng.Clock().At(eng.Inputs()))
+	replayEpoch := version.Epoch(rs.Clock.At(rs.Inputs))
 	st.Epoch = max(version.Propose(time.Now()), replayEpoch+1)
 	if err := writeEpochMarkers(ctx, cfg, base, top, st.Epoch); err != nil {
 		return st, err
@@ -197,8 +197,8 @@ func loadState(t *joinstate.Txn, spec *keyed.Spec, topic string, parts int32, pr
 	var c keyed.ChildRecord
 	var in keyed.Input
 	send := func() {
-		produce(&kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, parts),
-			Key: keyed.AppendRecordKey(nil, &in), Value: keyed.AppendRecordValue(nil, &in)})
+		produce(&kgo.Record{Topic: topic, Partition: keyedlog.Partition(in.JoinKey, parts),
+			Key: keyedlog.AppendInputKey(nil, &in), Value: keyedlog.AppendInputValue(nil, &in)})
 	}
 	err := t.Parents(func(jk, v []byte) error {
 		if err := keyed.DecodeParent(v, &p); err != nil {

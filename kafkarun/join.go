@@ -16,13 +16,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/sink"
-	"github.com/cdcjoin/cdcjoin/skew"
-	"github.com/cdcjoin/cdcjoin/version"
 )
 
 // joinStage consumes "<group>.keyed" in the group "<group>-join"
@@ -162,7 +161,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 		st.Close()
 		return nil, err
 	}
-	clock, err := loadClock(st, uint64(j.cfg.Kafka.Epoch))
+	clock, err := driver.ReadClock(st, uint64(j.cfg.Kafka.Epoch))
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
@@ -170,9 +169,9 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.topicID}
 	w := &worker{
 		j: j, p: p, store: st,
-		open:     func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
-		emitFrom: max(committed, emitFrom), forwardFrom: committed, clock: clock, dir: dir, hasState: has,
-		pacer: skew.Pacer{Now: time.Now},
+		open:        func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
+		forwardFrom: committed, emitFloor: emitFrom, clock: clock, dir: dir, hasState: has,
+		pacer: driver.Pacer{Now: time.Now},
 		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	t := st.Begin()
@@ -191,7 +190,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 		pos = -1
 	}
 	w.pos.Store(pos)
-	w.status.emitFrom.Store(w.emitFrom)
+	w.status.emitFrom.Store(committed)
 	w.status.forwardFrom.Store(committed)
 	w.status.end.Store(-1)
 	w.cuTarget.Store(-1)
@@ -624,19 +623,4 @@ func max64(a, b int64) int64 {
 		return a
 	}
 	return b
-}
-
-// metaClock names the version clock in a partition's state.
-const metaClock = "clock"
-
-// loadClock returns the version clock committed in st, or for a partition
-// without one (new, or written by cdcjoin ≤ wave 1) the legacy clock of
-// kafka.epoch; the partition's epoch markers raise it.
-func loadClock(st *joinstate.Store, legacyEpoch uint64) (version.Clock, error) {
-	b, err := st.Meta(metaClock)
-	if err != nil || b == nil {
-		return version.Legacy(legacyEpoch), err
-	}
-	var c version.Clock
-	return c, c.UnmarshalBinary(b)
 }

@@ -3,13 +3,10 @@ package kafkarun
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"time"
 
@@ -20,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdcjoin/cdcjoin/config"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/metrics"
 )
 
@@ -37,24 +34,9 @@ func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if k.TLS.Enabled {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.TLS.InsecureSkipVerify}
-		if k.TLS.CAFile != "" {
-			pem, err := os.ReadFile(k.TLS.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("cdcjoin: kafka.tls.ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("cdcjoin: kafka.tls.ca_file %s: no PEM certificates", k.TLS.CAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if k.TLS.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(k.TLS.CertFile, k.TLS.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("cdcjoin: kafka.tls client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
+		tc, err := k.TLS.ClientConfig()
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
@@ -416,10 +398,10 @@ func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, 
 		return fmt.Errorf("cdcjoin: epoch marker nonce: %w", err)
 	}
 	writer := cfg.Kafka.InstanceID + "/" + hex.EncodeToString(nonce[:])
-	key := keyed.AppendEpochMarker(nil, proposed, writer)
+	key := keyedlog.AppendEpochKey(nil, proposed, writer)
 	recs := make([]*kgo.Record, top.keyedParts)
 	for p := range recs {
-		recs[p] = &kgo.Record{Topic: cfg.Kafka.KeyedTopic(), Partition: int32(p), Key: key, Value: keyed.EpochMarkerValue()}
+		recs[p] = &kgo.Record{Topic: cfg.Kafka.KeyedTopic(), Partition: int32(p), Key: key, Value: keyedlog.EpochValue()}
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("cdcjoin: write version epoch markers to %s: %w", cfg.Kafka.KeyedTopic(), err)

@@ -2,7 +2,6 @@ package kafkarun
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,9 +18,11 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 )
@@ -61,10 +62,11 @@ type keying struct {
 	txid string // the session's transactional id
 
 	dec     *job.Decoder
+	hdrs    []debezium.Header     // headers of the record being decoded
+	schemas debezium.SchemaSource // resolves Avro schema ids (nil for JSON)
 	keyer   *keyed.Keyer
 	policy  deadletter.Policy
 	ev      debezium.Event
-	srcPart int32 // source partition of the record being keyed (changelog partition)
 	// keyTypesSaved is the decoder's KeyTypesLearned as last committed to
 	// the changelogs; keyTypesPending what the transaction in progress
 	// writes.
@@ -103,13 +105,14 @@ type keying struct {
 	txnKeyed time.Duration
 }
 
-func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics) (*keying, error) {
+func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.Client, top topology, log *slog.Logger, m *metrics.Metrics, schemas debezium.SchemaSource) (*keying, error) {
 	k := &keying{
 		cfg: cfg, spec: spec, log: log.With("stage", "keying"), m: m, base: base, adm: adm, top: top,
-		idx:    map[sourcePart]*joinstate.Store{},
-		txns:   map[sourcePart]*joinstate.Txn{},
-		logged: map[sourcePart]int64{},
-		busy:   newBusyKeys(spec, cfg.Skew.TopKeys),
+		schemas: schemas,
+		idx:     map[sourcePart]*joinstate.Store{},
+		txns:    map[sourcePart]*joinstate.Txn{},
+		logged:  map[sourcePart]int64{},
+		busy:    newBusyKeys(spec, cfg.Skew.TopKeys),
 	}
 	if cfg.Errors.Policy == config.PolicyDLQ {
 		k.policy.Writer = k
@@ -126,7 +129,7 @@ func newKeying(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, adm *kadm.C
 // The indexes are restored when their partitions are assigned.
 func (k *keying) open() error {
 	cfg := k.cfg
-	k.dec = job.NewDecoder(cfg, k.spec)
+	k.dec = job.NewDecoder(cfg, k.spec, k.schemas)
 	k.keyer = keyed.NewKeyer(k.spec)
 	// The keyed topic is compacted: parent rows must be complete in it.
 	k.keyer.ResolveParents = true
@@ -370,12 +373,26 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if side := k.dec.Side(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
 			_, rerr = k.index(ctx, sourcePart{side, p.Partition})
+			last := p.Records[len(p.Records)-1].Offset
+			k.m.KeyingLag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(max(p.HighWatermark-last-1, 0)))
 		}
 	})
 	if rerr != nil {
 		return rerr
 	}
-	// The broker times the transaction from its first record on.
+	// Fetch the schemas of Avro/Protobuf records before the transaction
+	// begins too: a registry outage is waited out here, not inside a
+	// transaction that would time out.
+	fs.EachRecord(func(r *kgo.Record) {
+		if rerr == nil {
+			rerr = k.dec.Prefetch(r.Topic, r.Key, r.Value, k.headers(r))
+		}
+	})
+	if rerr != nil {
+		return rerr
+	}
+	// The broker times the transaction from its first record on (after
+	// the restores and any wait for the registry).
 	began := time.Now()
 	k.txnBegan = began
 	k.health.busy(began)
@@ -465,7 +482,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		// The local index now reflects its changelog up to the records
 		// just committed: a restart reads only what comes after.
 		if next, ok := logged[p]; ok {
-			if err := t.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(next))); err != nil {
+			if err := driver.MetaChangelog.Put(t, next); err != nil {
 				t.Abort()
 				return fmt.Errorf("cdcjoin: keying: %s index partition %d: %w", p.side, p.part, err)
 			}
@@ -498,14 +515,13 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 			return err
 		}
 	}
-	side, ok, err := k.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &k.ev)
+	side, ok, err := k.dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, k.headers(r), &k.ev)
 	if err != nil {
-		var de *debezium.DecodeError
-		kind := "decode"
-		if errors.As(err, &de) {
-			kind = de.Kind.String()
+		b, ok := driver.BadDecode(err)
+		if !ok {
+			return err // the schema registry failed, not the record
 		}
-		return k.bad(pctx, r, kind, err)
+		return k.bad(pctx, r, b)
 	}
 	if !ok {
 		k.m.EventsConsumed.WithLabelValues(r.Topic, "tombstone").Inc()
@@ -518,23 +534,35 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 		var n int
 		n, k.scratch = keyedSize(k.ev.After.Values, r.Key, k.scratch)
 		if topic, limit := k.keyedLimit(side); n > limit {
-			return k.bad(pctx, r, "oversized", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: oversized: its keyed record would be about %d bytes, more than max.message.bytes (%d) of %s: raise the topic's max.message.bytes, or leave the large column out of the select list",
-				r.Topic, r.Partition, r.Offset, n, limit, topic))
+			return k.bad(pctx, r, &driver.Bad{Kind: "oversized", Err: fmt.Errorf("cdcjoin: bad record at %s/%d@%d: oversized: its keyed record would be about %d bytes, more than max.message.bytes (%d) of %s: raise the topic's max.message.bytes, or leave the large column out of the select list",
+				r.Topic, r.Partition, r.Offset, n, limit, topic)})
 		}
 	}
-	k.srcPart, k.pctx, k.keyer.Partition = r.Partition, pctx, r.Partition
-	err = k.keyer.Key(t, side, &k.ev, func(in *keyed.Input) error {
+	k.pctx = pctx
+	err = k.keyer.Key(t, side, r.Partition, &k.ev, func(in *keyed.Input) error {
 		return k.produce(pctx, in)
 	})
-	var ke *keyed.KeyError
-	if errors.As(err, &ke) {
-		return k.bad(pctx, r, "key", fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+	if b, ok := driver.BadKey(err, &driver.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); ok {
+		return k.bad(pctx, r, b)
 	}
 	var tl *tooLarge
 	if errors.As(err, &tl) {
 		return fmt.Errorf("cdcjoin: keying: record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	return err
+}
+
+// headers returns r's headers for the decoder (nil without any), in a
+// buffer reused by the next call.
+func (k *keying) headers(r *kgo.Record) []debezium.Header {
+	if len(r.Headers) == 0 {
+		return nil
+	}
+	k.hdrs = k.hdrs[:0]
+	for _, h := range r.Headers {
+		k.hdrs = append(k.hdrs, debezium.Header{Key: h.Key, Value: h.Value})
+	}
+	return k.hdrs
 }
 
 // keyedLimit returns the smaller max.message.bytes of the keyed topic and
@@ -649,15 +677,6 @@ func (k *keying) index(ctx context.Context, p sourcePart) (*joinstate.Store, err
 	return s, nil
 }
 
-// Local index metadata.
-const (
-	// metaChangelog is the changelog offset up to which (exclusive) the
-	// local index reflects its changelog partition.
-	metaChangelog = "changelog"
-	// metaIndexShape identifies the projection the index was built for.
-	metaIndexShape = "shape"
-)
-
 // restore opens source partition sp's local index, bringing it up to date
 // with its changelog: an index left by an earlier run of this instance
 // (same projection, its changelog position still in the log) reads only
@@ -672,7 +691,7 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	topic := k.indexTopic(sp.side)
 	so := job.StateOptions(k.cfg, dir)
 	so.CacheBytes = 8 << 20
-	shape := []byte(fmt.Sprintf("%v|%v", k.spec.ParentColumns, k.spec.ChildColumns))
+	shape := driver.IndexShape(k.spec)
 	s, from, err := k.reusable(so, topic, p, shape)
 	if err != nil {
 		return nil, err
@@ -722,10 +741,10 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		return t.SetChildIndex(r.Key, r.Value)
 	})
 	if err == nil {
-		err = t.SetMeta(metaChangelog, binary.BigEndian.AppendUint64(nil, uint64(next)))
+		err = driver.MetaChangelog.Put(t, next)
 	}
 	if err == nil {
-		err = t.SetMeta(metaIndexShape, shape)
+		err = driver.MetaIndexShape.Put(t, shape)
 	}
 	now := k.top.sourceIDs[k.topicOf(sp.side)]
 	if err == nil && builtFrom != "" && now != "" && builtFrom != now {
@@ -776,13 +795,12 @@ func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []b
 		k.log.Warn("local index unusable; rebuilding it from the changelog", "dir", so.Dir, "err", err)
 		return nil, 0, nil
 	}
-	pos, err1 := s.Meta(metaChangelog)
-	sh, err2 := s.Meta(metaIndexShape)
-	if err1 != nil || err2 != nil || len(pos) != 8 || string(sh) != string(shape) {
+	from, ok1, err1 := driver.MetaChangelog.Get(s)
+	sh, _, err2 := driver.MetaIndexShape.Get(s)
+	if err1 != nil || err2 != nil || !ok1 || string(sh) != string(shape) {
 		s.Close()
 		return nil, 0, nil
 	}
-	from := int64(binary.BigEndian.Uint64(pos))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	starts, err := k.adm.ListStartOffsets(ctx, topic)
@@ -808,8 +826,8 @@ func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []b
 
 // produce sends the keyed record(s) of in within the current transaction.
 func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
-	key := keyed.AppendRecordKey(nil, in)
-	val := k.spec.AppendCompactRecordValue(nil, key, in)
+	key := keyedlog.AppendInputKey(nil, in)
+	val := keyedlog.AppendCompactValue(k.spec, nil, key, in)
 	topic := k.cfg.Kafka.KeyedTopic()
 	k.m.KeyedRecords.WithLabelValues(in.Kind.String()).Inc()
 	if in.Kind == keyed.Truncate {
@@ -821,13 +839,13 @@ func (k *keying) produce(ctx context.Context, in *keyed.Input) error {
 		return nil
 	}
 	k.busy.add(in.JoinKey)
-	return k.send(ctx, &kgo.Record{Topic: topic, Partition: keyed.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val})
+	return k.send(ctx, &kgo.Record{Topic: topic, Partition: keyedlog.Partition(in.JoinKey, k.top.keyedParts), Key: key, Value: val})
 }
 
 // changelog mirrors one index write of the keyer to the index's changelog
 // topic (partition = the source partition), within the current transaction.
-func (k *keying) changelog(side row.Side, key, entry []byte) error {
-	r := &kgo.Record{Topic: k.indexTopic(side), Partition: k.srcPart, Key: append([]byte(nil), key...)}
+func (k *keying) changelog(side row.Side, partition int32, key, entry []byte) error {
+	r := &kgo.Record{Topic: k.indexTopic(side), Partition: partition, Key: append([]byte(nil), key...)}
 	if entry != nil {
 		r.Value = append([]byte(nil), entry...)
 	}
@@ -862,14 +880,13 @@ func (k *keying) promise(r *kgo.Record, err error) {
 // keyed: stop returns err (the transaction aborts, nothing past the record
 // commits); dlq sends the original record with provenance headers to the
 // dead-letter topic inside the transaction.
-func (k *keying) bad(ctx context.Context, r *kgo.Record, kind string, err error) error {
-	k.m.Errors.WithLabelValues("keying", kind).Inc()
-	l := deadletter.Letter{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
-		Stage: "keying", Kind: kind, Err: err}
+func (k *keying) bad(ctx context.Context, r *kgo.Record, b *driver.Bad) error {
+	k.m.Errors.WithLabelValues("keying", b.Kind).Inc()
+	src := driver.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
 	for _, h := range r.Headers {
-		l.Headers = append(l.Headers, deadletter.Header{Key: h.Key, Value: h.Value})
+		src.Headers = append(src.Headers, deadletter.Header{Key: h.Key, Value: h.Value})
 	}
-	return k.policy.Handle(ctx, &l)
+	return driver.HandleBad(ctx, k.policy, "keying", &src, b)
 }
 
 // DeadLetter implements deadletter.Writer: the letter goes to the

@@ -240,10 +240,10 @@ type joinCatchUp struct {
 	records int
 }
 
-// beginCatchUp decides, once the worker's sink is open (emitFrom final),
-// whether the partition must catch up before it is ready.
+// beginCatchUp decides, once the worker's sink is open (its emit-from
+// position final), whether the partition must catch up before it is ready.
 func (w *worker) beginCatchUp() {
-	target, pos := w.emitFrom, w.pos.Load()
+	target, pos := w.out.EmitFrom(), w.pos.Load()
 	w.cuTarget.Store(target)
 	if target <= 0 || pos >= target {
 		w.caught.Store(true)

@@ -1,6 +1,7 @@
 package kafkarun
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -8,7 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/bulkload"
-	"github.com/cdcjoin/cdcjoin/skew"
+	"github.com/cdcjoin/cdcjoin/driver"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 )
 
 // Bulk rebuild of a keyed partition.
@@ -52,7 +54,7 @@ type rebuild struct {
 // startRebuild puts a new worker into bulk rebuild mode when its state is
 // empty and there is committed input to rebuild.
 func (w *worker) startRebuild(dir string, hasState bool) error {
-	if hasState || w.emitFrom <= 0 || w.j.cfg.State.BulkLoadMB <= 0 {
+	if hasState || w.out.EmitFrom() <= 0 || w.j.cfg.State.BulkLoadMB <= 0 {
 		return nil
 	}
 	spill := filepath.Join(dir, "bulk-load")
@@ -95,10 +97,10 @@ func (w *worker) idle() <-chan time.Time {
 func (w *worker) rebuildRecords(recs []*kgo.Record) ([]*kgo.Record, error) {
 	rb := w.rb
 	for i, r := range recs {
-		if r.Offset >= w.emitFrom {
+		if !w.out.Silent(r.Offset) {
 			return recs[i:], w.finishRebuild()
 		}
-		if !r.Attrs.IsControl() && skew.KindOf(r.Key) != skew.NotRouter {
+		if !r.Attrs.IsControl() && keyedlog.IsRouter(r.Key) {
 			w.j.log.Info("bulk rebuild: hot-key records from here on; rebuilding the rest row by row", "partition", w.p, "offset", r.Offset)
 			return recs[i:], w.finishRebuild()
 		}
@@ -110,7 +112,7 @@ func (w *worker) rebuildRecords(recs []*kgo.Record) ([]*kgo.Record, error) {
 			return nil, fmt.Errorf("%s/%d: %w", r.Topic, r.Partition, err)
 		}
 	}
-	if rb.Last+1 >= w.emitFrom {
+	if !w.out.Silent(rb.Last + 1) {
 		return nil, w.finishRebuild()
 	}
 	return nil, nil
@@ -125,18 +127,7 @@ func (w *worker) finishRebuild() error {
 	if rb.Last < 0 {
 		return nil // nothing to rebuild after all
 	}
-	load, err := w.store.BeginLoad(filepath.Join(rb.dir, "tables"))
-	if err != nil {
-		return err
-	}
-	if _, err := rb.L.Finish(load, nil); err != nil {
-		load.Abort()
-		return err
-	}
-	load.SetPosition(w.j.topic, w.p, rb.Last+1)
-	cb, _ := rb.Clock.MarshalBinary()
-	load.SetMeta(metaClock, cb)
-	if err := load.Commit(); err != nil {
+	if err := driver.FinishRebuild(context.Background(), w.store, rb.KeyedRebuild, filepath.Join(rb.dir, "tables"), w.j.topic, w.p); err != nil {
 		return err
 	}
 	w.clock = rb.Clock

@@ -56,12 +56,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/metrics"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/version"
@@ -124,6 +126,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	reg, gat := opts.Registry, opts.Gatherer
 	if reg == nil && cfg.Kafka.MetricsAddr != "" {
 		r := prometheus.NewRegistry()
+		// The process's CPU, memory and file descriptors, and the Go runtime's.
+		r.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 		reg, gat = r, r
 	}
 	if gat == nil {
@@ -242,7 +246,16 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			}
 		}()
 	}
-	k, err := newKeying(cfg, spec, base, adm, top, log, m)
+	schemas, err := job.OpenSchemas(cfg, registry.Options{Log: log.With("stage", "registry"), Registerer: reg})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	defer schemas.Close()
+	stopSchemas := context.AfterFunc(ctx, schemas.Close) // a fetch waiting for the registry ends at shutdown
+	defer stopSchemas()
+	k, err := newKeying(cfg, spec, base, adm, top, log, m, schemas)
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -302,6 +315,9 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		// Ready once every owned partition caught up (ready.go).
 		opts.Ready.SetCheck(func() error {
 			if err := brokers.notReady("kafka"); err != nil {
+				return err
+			}
+			if err := schemas.NotReady(); err != nil {
 				return err
 			}
 			if err := k.health.notReady("keying"); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/skew"
@@ -66,8 +67,8 @@ func newForwarder(j *joinStage, p int32) *forwarder {
 	return &forwarder{opts: opts, topic: j.topic, ctx: context.Background(), timeout: kc.TransactionTimeout}
 }
 
-// Forward implements skew.Forwarder.
-func (f *forwarder) Forward(p int32, key, value, header []byte) error {
+// Send implements keyedlog.Sender.
+func (f *forwarder) Send(p int32, key, value, header []byte) error {
 	if f.cl == nil {
 		cl, err := kgo.NewClient(f.opts...)
 		if err != nil {
@@ -89,7 +90,7 @@ func (f *forwarder) Forward(p int32, key, value, header []byte) error {
 		r.Value = append([]byte(nil), value...)
 	}
 	if header != nil {
-		r.Headers = []kgo.RecordHeader{{Key: skew.ForwardHeader, Value: append([]byte(nil), header...)}}
+		r.Headers = []kgo.RecordHeader{{Key: keyedlog.ForwardHeader, Value: append([]byte(nil), header...)}}
 	}
 	f.n++
 	f.cl.Produce(f.ctx, r, f.promise)
@@ -171,7 +172,7 @@ func (w *worker) newRouter(t keyed.State, fresh bool) error {
 	cfg := skew.RouterConfig{Partition: w.p, Partitions: j.keyedParts, Hot: int64(sk.Hot()), Cool: int64(sk.Cool()),
 		Salts: sk.SaltsFor(int(j.keyedParts)), Chunk: sk.ChunkRows}
 	w.fwd = newForwarder(j, w.p)
-	w.router = skew.NewRouter(j.spec, cfg, w.fwd)
+	w.router = skew.NewRouter(j.spec, cfg)
 	w.router.OnLayout = func(jk []byte, hot bool, children int64, salts int) {
 		k := keyText(j.spec, jk)
 		if hot {
@@ -195,54 +196,32 @@ func (w *worker) newRouter(t keyed.State, fresh bool) error {
 }
 
 // route applies one record of the partition (a keyed record, or one of the
-// router's) through the router with emit; clock is the batch's version
-// clock.
-func (w *worker) route(t keyed.State, clock *version.Clock, r *kgo.Record, emit keyed.Emit) error {
-	bad := func(err error) error {
+// router's) through the router with out; clock is the batch's version
+// clock, which epoch markers raise.
+func (w *worker) route(t keyed.State, clock *version.Clock, r *kgo.Record, out keyedlog.Out) error {
+	var h []byte
+	for _, hd := range r.Headers {
+		if hd.Key == keyedlog.ForwardHeader {
+			h = hd.Value
+		}
+	}
+	m := &w.msg
+	if err := keyedlog.Decode(w.j.spec, r.Key, r.Value, h, m); err != nil {
 		return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
-	switch skew.KindOf(r.Key) {
-	case skew.ForwardRecord:
-		var h []byte
-		for _, hd := range r.Headers {
-			if hd.Key == skew.ForwardHeader {
-				h = hd.Value
-			}
-		}
-		if err := skew.DecodeForward(w.j.spec, r.Key, r.Value, h, &w.fw); err != nil {
-			return bad(err)
-		}
-		return w.router.Forwarded(t, &w.fw, emit)
-	case skew.LayoutRecord:
-		jk, op, err := skew.DecodeLayout(r.Key, r.Value)
-		if err != nil {
-			return bad(err)
-		}
-		return w.router.Layout(t, jk, op, r.Offset, emit)
-	case skew.AckRecord:
-		jk, salt, origin, err := skew.DecodeAck(r.Key, r.Value)
-		if err != nil {
-			return bad(err)
-		}
-		return w.router.Ack(t, jk, salt, origin, r.Offset, emit)
-	}
-	if err := w.j.spec.DecodeRecord(r.Key, r.Value, &w.input); err != nil {
-		return bad(err)
-	}
-	if w.input.Kind == keyed.EpochMarker {
-		clock.Raise(r.Offset, w.input.Epoch)
+	if m.Kind == keyedlog.KindEpoch {
+		clock.Raise(r.Offset, m.Epoch)
 		return nil
 	}
-	return w.router.Input(t, &w.input, r.Offset, clock.At(r.Offset), emit)
+	m.Pos, m.Version = r.Offset, clock.At(r.Offset)
+	return w.router.Step(t, m, out)
 }
 
-// step advances the work in progress for the time the pacer allows
-// (quantum: at least that long, when no input waits).
-func (w *worker) step(t keyed.State, quantum time.Duration, emit keyed.Emit) error {
-	return w.pacer.Spend(quantum, w.router.Runnable, func() error {
-		_, err := w.router.Step(t, emit)
-		return err
-	})
+// step advances the work in progress, in steps of skew.chunk_rows, for
+// the time the pacer allows (quantum: at least that long, when no input
+// waits); pos is the batch's position.
+func (w *worker) step(t keyed.State, pos int64, quantum time.Duration, emit keyed.Emit) error {
+	return w.pacer.Work(w.router, t, w.j.cfg.Skew.ChunkRows, quantum, w.routerOut(emit, pos))
 }
 
 // skewSnapshot gathers the owned partitions' hot keys and backlogs (safe on

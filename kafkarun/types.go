@@ -13,6 +13,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -24,11 +25,13 @@ import (
 // stopped, so a caller can wait for values of columns still unknown. Not
 // safe for concurrent use.
 type Sampler struct {
-	cl    *kgo.Client
-	spec  *keyed.Spec
-	dec   *job.Decoder
-	types job.Types
-	ev    debezium.Event
+	cl      *kgo.Client
+	spec    *keyed.Spec
+	schemas *registry.Client // nil for JSON
+	dec     *job.Decoder
+	types   job.Types
+	ev      debezium.Event
+	hdrs    []debezium.Header
 }
 
 // NewSampler returns a sampler of cfg's source topics.
@@ -49,7 +52,12 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: sample types: %w", err)
 	}
-	return &Sampler{cl: cl, spec: spec, dec: job.NewDecoder(cfg, spec)}, nil
+	schemas, err := job.OpenSchemas(cfg, registry.Options{})
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return &Sampler{cl: cl, spec: spec, schemas: schemas, dec: job.NewDecoder(cfg, spec, schemas)}, nil
 }
 
 // Sample reads up to limit more records (fewer when every column's type is
@@ -57,13 +65,18 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 // select list's types in select order (zero entries for columns unknown
 // yet).
 func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
+	defer context.AfterFunc(ctx, s.schemas.Close)()
 	for n := 0; n < limit && !allKnown(s.types.Output(s.spec)) && ctx.Err() == nil; {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := s.cl.PollRecords(pctx, 500)
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			if side, ok, err := s.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &s.ev); err == nil && ok {
+			s.hdrs = s.hdrs[:0]
+			for _, h := range r.Headers {
+				s.hdrs = append(s.hdrs, debezium.Header{Key: h.Key, Value: h.Value})
+			}
+			if side, ok, err := s.dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, s.hdrs, &s.ev); err == nil && ok {
 				s.types.Observe(side, &s.ev)
 			}
 		})
@@ -74,8 +87,11 @@ func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
 	return s.types.Output(s.spec)
 }
 
-// Close closes the sampler's client.
-func (s *Sampler) Close() { s.cl.Close() }
+// Close closes the sampler's client and schema source.
+func (s *Sampler) Close() {
+	s.cl.Close()
+	s.schemas.Close()
+}
 
 func allKnown(ts []row.ColumnType) bool {
 	for _, t := range ts {

@@ -3,15 +3,16 @@ package kafkarun
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/skew"
@@ -60,25 +61,30 @@ import (
 // same order, which time-paced steps would not. Salting still spreads hot
 // keys over partitions there.
 type worker struct {
-	j        *joinStage
-	p        int32
-	store    *joinstate.Store
-	open     func(context.Context) (sink.Sink, error)
-	sink     sink.Sink // set by run; read by remove after done
-	buf      *sink.Buffer
-	batcher  sink.Batcher    // the sink's, if it batches
-	exact    sink.Positioned // the sink's, if it stores positions
-	emitFrom int64           // records below this offset were emitted already (by an earlier owner, or before a crash)
+	j     *joinStage
+	p     int32
+	store *joinstate.Store
+	open  func(context.Context) (sink.Sink, error)
+	sink  sink.Sink // set by run; read by remove after done
+	// out is the sink side (set by start): records below out.EmitFrom()
+	// were emitted already (by an earlier owner, or before a crash).
+	out *driver.Output
 	// forwardFrom: the router's records of input below this offset (the
 	// group's committed offset when the worker started) were sent and
-	// committed by an earlier owner.
+	// committed by an earlier owner; output below it too (out's first
+	// emit-from).
 	forwardFrom int64
-	clock       version.Clock
+	// emitFloor: records below it were emitted by this process's previous
+	// worker of the partition (its flushed position: a restart after a
+	// Kafka failure, joinStage.restartFailed); 0 otherwise.
+	emitFloor int64
+	clock     version.Clock
 
-	router    *skew.Router // the join, fair fan-out, hot keys (skew.go)
+	router    *skew.Router // the operator: the join, fair fan-out, hot keys (skew.go)
 	fwd       *forwarder   // the router's records
-	pacer     skew.Pacer
+	pacer     driver.Pacer
 	unchunked bool // the router does an input's work at once (a Positioned sink)
+	msg       keyedlog.Msg
 
 	pos atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
 	// flushed: the sink has every change of the records below it, their
@@ -103,8 +109,6 @@ type worker struct {
 	fan      int
 	upserts  int
 	retracts int
-	input    keyed.Input
-	fw       skew.Forward
 	rstats   skew.RouterStats // the router's, as of the last commit (metrics deltas)
 
 	dir      string   // the partition's state directory
@@ -237,30 +241,29 @@ func (w *worker) run() {
 func (w *worker) start() error {
 	s, err := w.open(w.ctx)
 	if err != nil {
-		return fmt.Errorf("sink: %w", err)
+		return &driver.SinkError{Err: err}
 	}
 	w.sink = s
 	w.stats.set(s)
-	w.buf = sink.NewBuffer(s, writeChunk)
-	w.batcher, _ = s.(sink.Batcher)
-	w.exact, _ = s.(sink.Positioned)
-	if w.exact == nil {
+	w.out = driver.NewOutput(s, writeChunk)
+	w.out.RaiseEmitFrom(max(w.forwardFrom, w.emitFloor))
+	w.status.emitFrom.Store(w.out.EmitFrom())
+	if !w.out.Positioned() {
 		return nil
 	}
 	w.unchunked = true
 	w.router.SetChunk(-1)
-	d, err := w.exact.Delivered(w.ctx)
+	d, err := w.out.Delivered(w.ctx)
 	if err != nil {
-		return fmt.Errorf("sink: %w", err)
+		return err
 	}
 	if d.Pos > max(w.pos.Load(), 0) {
 		// The sink got a batch whose state commit was lost (a crash
 		// between the two), or the state is rebuilt here.
 		w.j.log.Info("the sink holds this partition's output beyond the local state; applying the records below its position without emitting them again",
-			"partition", w.p, "delivered", d.Pos, "complete", d.Complete, "chunks", d.Chunks, "local", w.pos.Load(), "committed", w.emitFrom)
+			"partition", w.p, "delivered", d.Pos, "complete", d.Complete, "chunks", d.Chunks, "local", w.pos.Load(), "committed", w.forwardFrom)
 	}
-	w.emitFrom = max(w.emitFrom, d.Pos)
-	w.status.emitFrom.Store(w.emitFrom)
+	w.status.emitFrom.Store(w.out.EmitFrom())
 	return nil
 }
 
@@ -281,13 +284,15 @@ func (w *worker) batch(recs []*kgo.Record) ([]*kgo.Record, error) {
 	defer t.Abort()
 	defer w.fwd.abort()
 	clock := w.clock // committed with the batch, or dropped with it
-	defer w.buf.Discard()
+	defer w.out.Discard()
 	emit := w.emitter(ctx)
 	applied, rebuilt := 0, 0
 	writing := false // records at or above emitFrom were applied (or stepped): the sink has (or may have) this batch's changes
+	emitFrom := w.out.EmitFrom()
+	batcher := w.out.Batcher()
 	var maxDelay <-chan time.Time
-	if w.batcher != nil {
-		tm := time.NewTimer(w.batcher.MaxDelay())
+	if batcher {
+		tm := time.NewTimer(w.out.MaxDelay())
 		defer tm.Stop()
 		maxDelay = tm.C
 	}
@@ -299,24 +304,22 @@ apply:
 			if next >= 0 && r.Offset < next {
 				continue // already applied (redelivered after a rewind)
 			}
-			if r.Offset >= w.emitFrom && start < w.emitFrom {
+			if r.Offset >= emitFrom && start < emitFrom {
 				// The first record to emit: a batch that applied records
 				// below emitFrom ends there; the next begins at emitFrom.
 				if applied > 0 {
-					next, rest = w.emitFrom, recs[i:]
+					next, rest = emitFrom, recs[i:]
 					break apply
 				}
-				start, next = w.emitFrom, w.emitFrom
+				start, next = emitFrom, emitFrom
 			}
 			if start < 0 {
 				start = r.Offset
 			}
-			if r.Offset >= w.emitFrom && !writing {
+			if r.Offset >= emitFrom && !writing {
 				writing = true
-				if w.exact != nil {
-					if err := w.exact.Begin(start); err != nil {
-						return nil, fmt.Errorf("sink: %w", err)
-					}
+				if err := w.out.Begin(start); err != nil {
+					return nil, err
 				}
 			}
 			if err := w.apply(t, &clock, r, emit, &rebuilt); err != nil {
@@ -325,13 +328,13 @@ apply:
 			next = r.Offset + 1
 			applied++
 			inputs++
-			if writing && w.batcher != nil {
+			if writing && batcher {
 				// The sink sees every change at once, so that Full and
 				// Replaying (which count its rows) are current.
-				if err := w.buf.Write(ctx); err != nil {
-					return nil, fmt.Errorf("sink: %w", err)
+				if err := w.out.Write(ctx); err != nil {
+					return nil, err
 				}
-				if w.batcher.Full() && !w.replaying() {
+				if w.out.Full() && !w.out.Replaying() {
 					rest = recs[i+1:]
 					break apply
 				}
@@ -347,19 +350,19 @@ apply:
 				w.pacer.Earn(time.Since(round))
 				quantum = 0
 			}
-			if err := w.step(t, quantum, emit); err != nil {
+			if err := w.step(t, next, quantum, emit); err != nil {
 				return nil, err
 			}
-			if w.batcher != nil {
-				if err := w.buf.Write(ctx); err != nil {
-					return nil, fmt.Errorf("sink: %w", err)
+			if batcher {
+				if err := w.out.Write(ctx); err != nil {
+					return nil, err
 				}
-				if w.batcher.Full() {
+				if w.out.Full() {
 					break apply
 				}
 			}
 		}
-		if w.batcher == nil || w.stopping() && !w.replaying() {
+		if !batcher || w.stopping() && !w.out.Replaying() {
 			break
 		}
 		if w.steps(next) {
@@ -376,12 +379,12 @@ apply:
 		select {
 		case recs = <-w.in:
 		case <-maxDelay:
-			if !w.replaying() {
+			if !w.out.Replaying() {
 				break apply
 			}
 			maxDelay = nil // a replayed batch goes on to what landed of it
 		case <-w.stop:
-			if w.replaying() {
+			if w.out.Replaying() {
 				return nil, errAbandoned
 			}
 			break apply
@@ -392,7 +395,7 @@ apply:
 	if next < 0 || next <= w.pos.Load() && t.Empty() {
 		return rest, nil // nothing new
 	}
-	if err := w.commit(ctx, t, clock, next, writing); err != nil {
+	if err := w.commit(ctx, t, clock, next); err != nil {
 		return nil, err
 	}
 	if rebuilt > 0 {
@@ -403,7 +406,7 @@ apply:
 
 // emitter returns a batch's emit function: into the sink buffer, counting.
 func (w *worker) emitter(ctx context.Context) keyed.Emit {
-	bufEmit := w.buf.Emitter(ctx)
+	bufEmit := w.out.Emitter(ctx)
 	w.upserts, w.retracts = 0, 0
 	return func(c *row.Change) error {
 		w.fan++
@@ -416,49 +419,47 @@ func (w *worker) emitter(ctx context.Context) keyed.Emit {
 	}
 }
 
-// commit ends a batch: position next and clock into t, the sink flushed
-// (End for a Positioned sink that was written), the router's records
-// committed to Kafka, and only then t committed.
-func (w *worker) commit(ctx context.Context, t *joinstate.Txn, clock version.Clock, next int64, writing bool) error {
-	if err := t.SetPosition(w.j.topic, w.p, next); err != nil {
-		return err
-	}
-	cb, _ := clock.MarshalBinary()
-	if err := t.SetMeta(metaClock, cb); err != nil {
-		return err
-	}
+// commit ends a batch (driver.Commit): position next and clock into t,
+// the sink flushed (End for a Positioned sink that was written), the
+// router's records committed to Kafka, and only then t committed.
+func (w *worker) commit(ctx context.Context, t *joinstate.Txn, clock version.Clock, next int64) error {
 	flushStart := time.Now()
 	w.status.set(phaseSink)
-	var err error
-	if writing && w.exact != nil {
-		if err = w.buf.Write(ctx); err == nil {
-			err = w.exact.End(ctx, next)
-		}
-	} else {
-		_, err = w.buf.Flush(ctx)
+	err := driver.Commit(ctx, t, driver.Batch{
+		Write: func(c driver.Committer) error {
+			if err := c.SetPosition(w.j.topic, w.p, next); err != nil {
+				return err
+			}
+			return driver.MetaClock.Put(c, clock)
+		},
+		Out: w.out, To: next,
+		AfterEnd: func(ctx context.Context) error {
+			if !w.router.Busy() {
+				// The sink has the batch, its work in progress included
+				// (none left): a restarted worker emits from here
+				// (records below a floor are applied silently, their
+				// work drained at once: see apply).
+				w.flushed.Store(next)
+			}
+			if n := w.upserts + w.retracts; n > 0 {
+				w.j.m.SinkFlushSeconds.Observe(time.Since(flushStart).Seconds())
+				w.j.m.SinkBatchChanges.Observe(float64(n))
+				w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
+				w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
+			}
+			w.status.set(phaseForward)
+			if _, err := w.fwd.commit(ctx); err != nil {
+				w.j.m.Errors.WithLabelValues("join", "forward").Inc()
+				return err
+			}
+			w.status.set(phaseCommit)
+			return nil
+		},
+	})
+	if driver.IsSinkError(err) {
+		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
 	}
 	if err != nil {
-		w.j.m.Errors.WithLabelValues("join", "sink").Inc()
-		return fmt.Errorf("sink: %w", err)
-	}
-	if writing && !w.router.Busy() {
-		// Only without work in progress: records below a floor are
-		// applied silently, their work drained at once (see apply).
-		w.flushed.Store(next)
-	}
-	if n := w.upserts + w.retracts; n > 0 {
-		w.j.m.SinkFlushSeconds.Observe(time.Since(flushStart).Seconds())
-		w.j.m.SinkBatchChanges.Observe(float64(n))
-		w.j.m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(w.upserts))
-		w.j.m.Changes.WithLabelValues(row.Retract.String()).Add(float64(w.retracts))
-	}
-	w.status.set(phaseForward)
-	if _, err := w.fwd.commit(ctx); err != nil {
-		w.j.m.Errors.WithLabelValues("join", "forward").Inc()
-		return err
-	}
-	w.status.set(phaseCommit)
-	if err := t.Commit(); err != nil {
 		return err
 	}
 	w.clock = clock
@@ -480,7 +481,7 @@ func (w *worker) commit(ctx context.Context, t *joinstate.Txn, clock version.Clo
 // while rebuilding. (Work at positions below emitFrom, and an unchunked
 // router's, is drained with the records that made it.)
 func (w *worker) steps(next int64) bool {
-	return w.rb == nil && !w.unchunked && next >= 0 && next >= w.emitFrom && w.router.Runnable()
+	return w.rb == nil && !w.unchunked && next >= 0 && !w.out.Silent(next) && w.router.Runnable()
 }
 
 // stepping reports whether the worker has work in progress to run a batch
@@ -507,32 +508,25 @@ func (w *worker) finishWork() {
 	t := w.store.Begin()
 	defer t.Abort()
 	defer w.fwd.abort()
-	defer w.buf.Discard()
+	defer w.out.Discard()
 	emit := w.emitter(ctx)
-	writing := pos >= w.emitFrom
+	writing := !w.out.Silent(pos)
 	if !writing {
-		emit = discard
+		emit = driver.Discard
 	}
-	var err error
-	if writing && w.exact != nil {
+	if writing && w.out.Positioned() {
 		// Never left by this worker (an unchunked router drains every
 		// input's work): an earlier run's, finished by the next batch.
 		return
 	}
-	w.router.Quiet = pos < w.forwardFrom
-	err = w.router.Drain(t, emit)
-	w.router.Quiet = false
+	err := driver.Drain(w.router, t, w.routerOut(emit, pos))
 	if err == nil {
-		err = w.commit(ctx, t, w.clock, pos, writing)
+		err = w.commit(ctx, t, w.clock, pos)
 	}
 	if err != nil {
 		w.j.log.Warn("finishing the work in progress before stopping", "partition", w.p, "err", err)
 	}
 }
-
-// replaying reports whether the batch in progress re-creates one that was
-// cut short and must go on past what landed of it.
-func (w *worker) replaying() bool { return w.exact != nil && w.exact.Replaying() }
 
 // apply applies one record of the partition (a keyed record, or one of the
 // router's) to t, emitting its changes unless the record lies below
@@ -546,24 +540,23 @@ func (w *worker) apply(t *joinstate.Txn, clock *version.Clock, r *kgo.Record, em
 	}
 	w.fan = 0
 	e := emit
-	silent := r.Offset < w.emitFrom
+	silent := w.out.Silent(r.Offset)
 	if silent {
-		e = discard
+		e = driver.Discard
 		*rebuilt++
 	}
-	w.router.Quiet = r.Offset < w.forwardFrom
-	defer func() { w.router.Quiet = false }()
+	out := w.routerOut(e, r.Offset)
 	drain := silent || w.unchunked
-	if drain && w.router.Runnable() {
-		if err := w.router.Drain(t, e); err != nil {
+	if drain {
+		if err := driver.Drain(w.router, t, out); err != nil {
 			return err
 		}
 	}
-	if err := w.route(t, clock, r, e); err != nil {
+	if err := w.route(t, clock, r, out); err != nil {
 		return err
 	}
-	if drain && w.router.Runnable() {
-		if err := w.router.Drain(t, e); err != nil {
+	if drain {
+		if err := driver.Drain(w.router, t, out); err != nil {
 			return err
 		}
 	}
@@ -573,7 +566,11 @@ func (w *worker) apply(t *joinstate.Txn, clock *version.Clock, r *kgo.Record, em
 	return nil
 }
 
-func discard(*row.Change) error { return nil }
+// routerOut is the router's Out for work at position pos, emitting into
+// emit: Quiet below forwardFrom (an earlier owner sent its records).
+func (w *worker) routerOut(emit keyed.Emit, pos int64) keyedlog.Out {
+	return keyedlog.Out{Emit: emit, Send: w.fwd, Quiet: pos < w.forwardFrom}
+}
 
 // busyFor reports how long the worker has been in its batch in progress (0
 // when idle).

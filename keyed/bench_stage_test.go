@@ -22,7 +22,7 @@ func BenchmarkKeyerChild(b *testing.B) {
 	for i := int64(0); i < live; i++ {
 		ev.Op = debezium.OpRead
 		ev.After.Values[0], ev.After.Values[1], ev.After.Values[2] = row.Int(i), row.Int(i%1000), row.String("example.com")
-		if err := k.Key(txn, row.Child, &ev, out); err != nil {
+		if err := k.Key(txn, row.Child, 0, &ev, out); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -40,7 +40,7 @@ func BenchmarkKeyerChild(b *testing.B) {
 			fk = (fk + int64(i)) % 1000 // FK move
 		}
 		ev.After.Values[0], ev.After.Values[1], ev.After.Values[2] = row.Int(id), row.Int(fk), row.String("renamed.example.com")
-		if err := k.Key(txn, row.Child, &ev, out); err != nil {
+		if err := k.Key(txn, row.Child, 0, &ev, out); err != nil {
 			b.Fatal(err)
 		}
 		if i%1000 == 999 {

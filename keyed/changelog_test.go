@@ -17,7 +17,7 @@ func TestChangelogOnlyChanges(t *testing.T) {
 	k := keyed.NewKeyer(spec)
 	k.ResolveParents = true
 	writes := 0
-	k.Changelog = func(row.Side, []byte, []byte) error { writes++; return nil }
+	k.Changelog = func(row.Side, int32, []byte, []byte) error { writes++; return nil }
 	st := keyed.NewMemState()
 	ev := func(o debezium.Op, vals ...row.Value) *debezium.Event {
 		e := &debezium.Event{Op: o, Key: debezium.Row{Present: true, Values: []row.Value{vals[0]}}}
@@ -50,7 +50,7 @@ func TestChangelogOnlyChanges(t *testing.T) {
 	for _, s := range steps {
 		writes = 0
 		inputs := 0
-		if err := k.Key(st, s.side, s.ev, func(*keyed.Input) error { inputs++; return nil }); err != nil {
+		if err := k.Key(st, s.side, 0, s.ev, func(*keyed.Input) error { inputs++; return nil }); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		if writes != s.wantWrites || inputs != s.wantInputs {

@@ -236,7 +236,7 @@ func (h *ddHarness) event(t *testing.T, d *datadriven.TestData) string {
 	}
 	st, end := h.begin()
 	var b strings.Builder
-	err := h.keyer.Key(st, side, &ev, func(in *keyed.Input) error {
+	err := h.keyer.Key(st, side, 0, &ev, func(in *keyed.Input) error {
 		h.version++
 		return h.join.Apply(st, in, h.version, func(c *row.Change) error {
 			fmt.Fprintln(&b, fmtChange(c))

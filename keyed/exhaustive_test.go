@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -28,19 +30,7 @@ import (
 
 // Columns: users(id, firstname), domains(id, user_id, name).
 func exhaustiveSpec(t testing.TB, left bool) *keyed.Spec {
-	s, err := keyed.NewSpec(keyed.Shape{
-		Left: left, ParentKey: []string{"id"}, ChildKey: []string{"id"}, ChildParentKey: []string{"user_id"},
-		Select: []keyed.Column{
-			{Side: row.Parent, Source: "id", Name: "user_id"},
-			{Side: row.Parent, Source: "firstname", Name: "firstname"},
-			{Side: row.Child, Source: "id", Name: "domain_id"},
-			{Side: row.Child, Source: "name", Name: "name"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.Spec(t, left, []string{"firstname"}, []string{"name"})
 }
 
 // op is one change of a source table: an upsert of a full row (ins/upd), a
@@ -315,7 +305,7 @@ type pipeline struct {
 	keyer   *keyed.Keyer
 	join    *keyed.Join
 	version uint64
-	rec     keyed.Input
+	rec     keyedlog.Msg
 }
 
 func newPipeline(spec *keyed.Spec, shared bool) *pipeline {
@@ -329,7 +319,7 @@ func newPipeline(spec *keyed.Spec, shared bool) *pipeline {
 }
 
 func (p *pipeline) apply(side row.Side, ev *debezium.Event, emit func(*row.Change) error) error {
-	return p.keyer.Key(p.index, side, ev, func(in *keyed.Input) error {
+	return p.keyer.Key(p.index, side, 0, ev, func(in *keyed.Input) error {
 		p.version++
 		if p.shared {
 			return p.join.Apply(p.state, in, p.version, emit)
@@ -337,15 +327,15 @@ func (p *pipeline) apply(side row.Side, ev *debezium.Event, emit func(*row.Chang
 		// Through the keyed topic's encoding, as the join stage reads it:
 		// the compact form the keying stage writes, and every other record
 		// the full form of older keyed topics.
-		key := keyed.AppendRecordKey(nil, in)
-		val := p.spec.AppendCompactRecordValue(nil, key, in)
+		key := keyedlog.AppendInputKey(nil, in)
+		val := keyedlog.AppendCompactValue(p.spec, nil, key, in)
 		if p.version%2 == 1 {
-			val = keyed.AppendRecordValue(nil, in)
+			val = keyedlog.AppendInputValue(nil, in)
 		}
-		if err := p.spec.DecodeRecord(key, val, &p.rec); err != nil {
+		if err := keyedlog.Decode(p.spec, key, val, nil, &p.rec); err != nil {
 			return err
 		}
-		return p.join.Apply(p.state, &p.rec, p.version, emit)
+		return p.join.Apply(p.state, &p.rec.In, p.version, emit)
 	})
 }
 

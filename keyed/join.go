@@ -26,10 +26,6 @@ const (
 	// and supersede exactly what was emitted.
 	ParentLoad
 	ChildLoad
-	// EpochMarker raises the version epoch (Input.Epoch) of the keyed
-	// partition it is read from. It changes no state: the driver applies it
-	// to its version.Clock; Join.Apply rejects it.
-	EpochMarker
 )
 
 func (k InputKind) String() string {
@@ -48,8 +44,6 @@ func (k InputKind) String() string {
 		return "parent_load"
 	case ChildLoad:
 		return "child_load"
-	case EpochMarker:
-		return "epoch_marker"
 	}
 	return "invalid"
 }
@@ -67,8 +61,6 @@ type Input struct {
 	// Row is the projected row for upserts; it may hold KindUnavailable
 	// placeholders, which keep the stored value.
 	Row []row.Value
-	// Epoch is an EpochMarker's proposed epoch.
-	Epoch uint64
 	// Version and PadVersion are a loaded record's versions (ParentLoad,
 	// ChildLoad).
 	Version, PadVersion uint64

@@ -37,24 +37,23 @@ type Keyer struct {
 	ResolveParents bool
 
 	// Changelog, if set, receives every index write as it is made: side's
-	// index key and entry (the bytes stored), entry nil for a delete. A
-	// keying stage mirrors them to its index changelog topics. Clears (a
+	// index key and entry (the bytes stored), entry nil for a delete, and
+	// the source partition of the event that made it. A keying stage
+	// mirrors them to its index changelog topics. Clears (a
 	// truncate) are not reported. An upsert whose entry equals the stored
 	// one (a redelivery, a snapshot re-run) is not written at all, so not
 	// reported either: the changelog's latest record for the key already
 	// is that entry. The slices are only valid during the call. An error
 	// aborts Key.
-	Changelog func(side row.Side, key, entry []byte) error
+	Changelog func(side row.Side, partition int32, key, entry []byte) error
 
-	// Partition is the source partition of the event being keyed; the
-	// driver sets it before each Key. Index entries record it, and parent
-	// upserts carry it (Input.PartitionKnown) when PartitionInputs is set.
-	Partition int32
-	// PartitionInputs passes Partition on in parent upserts, for a join on
-	// the same state (the engine: the join keeps it in parent records).
+	// PartitionInputs passes the event's source partition on in parent
+	// upserts (Input.PartitionKnown), for a join on the same state (the
+	// engine: the join keeps it in parent records).
 	PartitionInputs bool
 
 	spec *Spec
+	part int32 // the source partition of the event being keyed
 
 	in          Input
 	jk, ojk     []byte
@@ -69,10 +68,13 @@ type Keyer struct {
 // NewKeyer returns a keyer for spec.
 func NewKeyer(spec *Spec) *Keyer { return &Keyer{spec: spec} }
 
-// Key emits the Inputs for ev, read from side's topic, updating the child
-// index in t. The Input passed to out is reused after out returns. Errors are
-// *KeyError for events that cannot be keyed, state errors, or out's.
-func (k *Keyer) Key(t Index, side row.Side, ev *debezium.Event, out func(*Input) error) error {
+// Key emits the Inputs for ev, read from partition of side's topic,
+// updating the child index in t. Index entries record the partition (every
+// event of a row comes from one). The Input passed to out is reused after
+// out returns. Errors are *KeyError for events that cannot be keyed, state
+// errors, or out's.
+func (k *Keyer) Key(t Index, side row.Side, partition int32, ev *debezium.Event, out func(*Input) error) error {
+	k.part = partition
 	if ev.Op == debezium.OpTruncate {
 		if side == row.Child {
 			if err := t.ClearChildIndex(); err != nil {
@@ -161,14 +163,14 @@ func (k *Keyer) parent(t Index, ev *debezium.Event, out func(*Input) error) erro
 			if same && ev.Op == debezium.OpUpdate {
 				return nil // an update of unprojected columns only, or a redelivery
 			}
-			k.entry = AppendParentIndexEntry(k.entry[:0], k.Partition, k.vals)
+			k.entry = AppendParentIndexEntry(k.entry[:0], k.part, k.vals)
 			if err := k.setIndexIfChanged(t, row.Parent, k.jk, k.entry, had); err != nil {
 				return err
 			}
 			after = k.vals
 		}
 		k.in = Input{Kind: ParentUpsert, Side: row.Parent, JoinKey: k.jk, Row: after,
-			Partition: k.Partition, PartitionKnown: k.PartitionInputs}
+			Partition: k.part, PartitionKnown: k.PartitionInputs}
 		return out(&k.in)
 	case debezium.OpDelete:
 		var ok bool
@@ -238,7 +240,7 @@ func (k *Keyer) child(t Index, ev *debezium.Event, out func(*Input) error) error
 			}
 			return nil
 		}
-		k.entry = AppendIndexEntry(k.entry[:0], k.Partition, k.jk, k.vals)
+		k.entry = AppendIndexEntry(k.entry[:0], k.part, k.jk, k.vals)
 		if err := k.setIndexIfChanged(t, row.Child, k.ck, k.entry, had); err != nil {
 			return err
 		}
@@ -327,7 +329,7 @@ func (k *Keyer) setIndex(t Index, side row.Side, key, entry []byte) error {
 		err = t.SetChildIndex(key, entry)
 	}
 	if err == nil && k.Changelog != nil {
-		err = k.Changelog(side, key, entry)
+		err = k.Changelog(side, k.part, key, entry)
 	}
 	return err
 }
@@ -351,7 +353,7 @@ func (k *Keyer) deleteIndex(t Index, side row.Side, key []byte) error {
 		err = t.DeleteChildIndex(key)
 	}
 	if err == nil && k.Changelog != nil {
-		err = k.Changelog(side, key, nil)
+		err = k.Changelog(side, k.part, key, nil)
 	}
 	return err
 }

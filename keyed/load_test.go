@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -19,11 +20,13 @@ func TestLoadRecords(t *testing.T) {
 	var in keyed.Input
 	apply := func(src keyed.Input, version uint64) []row.Change {
 		t.Helper()
-		key := keyed.AppendRecordKey(nil, &src)
-		val := keyed.AppendRecordValue(nil, &src)
-		if err := spec.DecodeRecord(key, val, &in); err != nil {
+		key := keyedlog.AppendInputKey(nil, &src)
+		val := keyedlog.AppendInputValue(nil, &src)
+		var m keyedlog.Msg
+		if err := keyedlog.Decode(spec, key, val, nil, &m); err != nil {
 			t.Fatal(err)
 		}
+		in = m.In
 		if in.Kind != src.Kind || in.Version != src.Version || in.PadVersion != src.PadVersion {
 			t.Fatalf("round trip: %v v%d/%d, want %v v%d/%d", in.Kind, in.Version, in.PadVersion, src.Kind, src.Version, src.PadVersion)
 		}

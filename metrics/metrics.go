@@ -28,6 +28,9 @@ type Metrics struct {
 	// ConsumerLag is the join stage's lag per keyed partition (high
 	// watermark minus next offset), as of its last fetch.
 	ConsumerLag *prometheus.GaugeVec
+	// KeyingLag is the keying stage's lag per source topic and partition
+	// (high watermark minus the next offset to key, as of the last fetch).
+	KeyingLag *prometheus.GaugeVec
 	// Changes counts emitted changes by op (upsert, retract).
 	Changes *prometheus.CounterVec
 	// FanOut observes the changes caused by one keyed input.
@@ -75,6 +78,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		ConsumerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cdcjoin_join_consumer_lag_records", Help: "Join stage lag per keyed partition.",
 		}, []string{"partition"}),
+		KeyingLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cdcjoin_keying_consumer_lag_records", Help: "Keying stage lag per source topic and partition.",
+		}, []string{"topic", "partition"}),
 		Changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdcjoin_join_changes_total", Help: "Changes emitted by the join, by op.",
 		}, []string{"op"}),
@@ -114,7 +120,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"stage", "mode"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.Changes,
+		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.KeyingLag, m.Changes,
 			m.FanOut, m.StateRebuilt, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
 			m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords} {
 			if err := reg.Register(c); err != nil {
@@ -216,8 +222,16 @@ func Listen(addr string, g prometheus.Gatherer, ready *Readiness) (*Server, erro
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: metrics: listen %s: %w", addr, err)
 	}
+	// cdcjoin_ready and cdcjoin_live: what /readyz and /healthz answer, as
+	// gauges (1 or 0) evaluated at each scrape, for dashboards and alerts.
+	probes := prometheus.NewRegistry()
+	probes.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdcjoin_ready", Help: "1 when /readyz answers 200: every owned partition caught up."},
+			func() float64 { return boolGauge(ready != nil && ready.NotReady() == nil) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdcjoin_live", Help: "1 when /healthz answers 200: no join partition stuck in one batch."},
+			func() float64 { return boolGauge(ready == nil || ready.Live() == nil) }))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{g, probes}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil {
 			if err := ready.Live(); err != nil {
@@ -256,6 +270,13 @@ func Listen(addr string, g prometheus.Gatherer, ready *Readiness) (*Server, erro
 		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 	})
 	return &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}, nil
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Addr is the bound address.

@@ -10,6 +10,7 @@ deploy/local/clickhouse.sh install
 deploy/local/kafka.sh install
 if [ -x deploy/local/postgres.sh ]; then deploy/local/postgres.sh install; fi
 if [ -x deploy/local/connect.sh ]; then deploy/local/connect.sh install; fi
+deploy/local/registry.sh install
 scripts/chdb.sh install
 # The Flink peer of `cdcjoin bench --peer flink` (bench/peers/flink; bench/smoke.sh
 # tests it): a JDK 17 to compile it, Maven, and Flink's jars in ~/.m2 (~220 MB).

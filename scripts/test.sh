@@ -20,13 +20,16 @@ cleanup() {
   deploy/local/kafka.sh down >/dev/null 2>&1 || true
   deploy/local/clickhouse.sh down >/dev/null 2>&1 || true
   deploy/local/postgres.sh down >/dev/null 2>&1 || true
+  deploy/local/registry.sh down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-echo "== starting ClickHouse, Kafka and PostgreSQL on loopback"
+echo "== starting ClickHouse, Kafka, PostgreSQL and the schema registry on loopback"
 eval "$(deploy/local/clickhouse.sh up)"
 eval "$(deploy/local/kafka.sh up)"
 eval "$(deploy/local/postgres.sh up)"
-export CDCJOIN_CLICKHOUSE_ADDR CDCJOIN_KAFKA_BROKERS CDCJOIN_POSTGRES_DSN
+deploy/local/registry.sh install >/dev/null
+eval "$(deploy/local/registry.sh up)"
+export CDCJOIN_CLICKHOUSE_ADDR CDCJOIN_KAFKA_BROKERS CDCJOIN_POSTGRES_DSN CDCJOIN_REGISTRY_URL
 # A current ClickHouse in-process (scripts/chdb.sh, installed by make deps).
 CDCJOIN_CHDB_PYTHON="$(scripts/chdb.sh path)"
 export CDCJOIN_CHDB_PYTHON

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/skew"
 )
@@ -58,16 +59,16 @@ func BenchmarkFairFanOut(b *testing.B) {
 				}
 				ver++
 				p := keyed.Input{Side: row.Parent, Kind: keyed.ParentUpsert, JoinKey: jk, Row: []row.Value{row.Int(1), row.String(fmt.Sprint("Name", i))}}
-				if err := f.Apply(txn, &p, ver, emit); err != nil {
+				if err := apply(f, txn, &p, ver, emit); err != nil {
 					b.Fatal(err)
 				}
 				for f.Busy() {
 					ver++
 					other.Row[1] = row.String(fmt.Sprint(ver))
-					if err := f.Apply(txn, &other, ver, emit); err != nil {
+					if err := apply(f, txn, &other, ver, emit); err != nil {
 						b.Fatal(err)
 					}
-					if err := f.Step(txn, emit); err != nil {
+					if _, err := f.Advance(txn, chunk, keyedlog.Out{Emit: emit}); err != nil {
 						b.Fatal(err)
 					}
 				}

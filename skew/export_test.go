@@ -1,16 +1,10 @@
 package skew
 
-import (
-	"time"
-
-	"github.com/cdcjoin/cdcjoin/keyed"
-)
+import "github.com/cdcjoin/cdcjoin/keyed"
 
 // NewFairWith is NewFair with another executor (negative controls).
 func NewFairWith(join *keyed.Join, chunk int, exec Executor) *Fair {
-	f := &Fair{Join: join, Chunk: chunk, Pacer: Pacer{Now: time.Now}}
-	f.sched = NewScheduler(exec)
-	return f
+	return &Fair{Join: join, Chunk: chunk, sched: NewScheduler(exec)}
 }
 
 // SetNoWait makes r end coolings without waiting for the replicas'

@@ -1,17 +1,18 @@
 package skew
 
 import (
-	"time"
+	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 )
 
-// Fair applies keyed inputs to a join fairly: a parent's fan-out emits at
-// most Chunk rows at once, the rest is done Chunk rows per Step between
+// Fair is the regular join as an operator of a driver without salting (the
+// engine: one state, one goroutine), with fair fan-out: a parent's fan-out
+// emits at most Chunk rows in Step, the rest is done in Advance between
 // other inputs, and the key's later inputs wait behind it (per-key order,
-// kept in the state). Truncates wait for every fan-out to finish. This is
-// the engine's (single state, single goroutine) fair fan-out; the Kafka
-// runtime drives a Scheduler through a Router instead.
+// kept in the state). Truncates wait for every fan-out to finish. It takes
+// only Input messages (the engine keys its input itself).
 //
 // Versions: an input keeps the version it was given when it arrived, also
 // when it waits; per join key, inputs apply in arrival order, so per output
@@ -19,18 +20,14 @@ import (
 // Not safe for concurrent use.
 type Fair struct {
 	Join  *keyed.Join
-	Chunk int // rows per step; <= 0: no chunking (every input at once)
-	// Pacer shares the time between inputs and fan-outs (Pace).
-	Pacer Pacer
+	Chunk int // rows a fan-out emits in Step; <= 0: no chunking (every input at once)
 	sched *Scheduler
 	op    Op
 }
 
-// NewFair returns a fair applier over join with the given chunk size.
+// NewFair returns a fair join over join with the given chunk size.
 func NewFair(join *keyed.Join, chunk int) *Fair {
-	f := &Fair{Join: join, Chunk: chunk, Pacer: Pacer{Now: time.Now}}
-	f.sched = NewScheduler(&JoinExecutor{Join: join})
-	return f
+	return &Fair{Join: join, Chunk: chunk, sched: NewScheduler(&JoinExecutor{Join: join})}
 }
 
 // Load reads the fan-outs in progress committed in t (after a restart).
@@ -46,19 +43,28 @@ func (f *Fair) Waited() uint64 { return f.sched.Queued }
 // Busy reports whether fan-outs are in progress.
 func (f *Fair) Busy() bool { return f.sched.Busy() > 0 }
 
-// Apply applies in with version now or after its key's fan-out in progress.
-func (f *Fair) Apply(t keyed.State, in *keyed.Input, version uint64, emit keyed.Emit) error {
+// Runnable reports whether Advance can make progress: a fair join's work
+// never waits for anything but its turn, so it is Busy.
+func (f *Fair) Runnable() bool { return f.Busy() }
+
+// Step applies the input m.In with m.Version, now or after its key's
+// fan-out in progress.
+func (f *Fair) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error {
+	if m.Kind != keyedlog.KindInput {
+		return fmt.Errorf("cdcjoin: skew: fair join: unexpected %s message", m.Kind)
+	}
+	in := &m.In
 	if f.Chunk <= 0 && f.sched.Busy() == 0 {
-		return f.Join.Apply(t, in, version, emit)
+		return f.Join.Apply(t, in, m.Version, out.Emit)
 	}
 	if in.Kind == keyed.Truncate {
-		if err := f.sched.Drain(t, emit); err != nil {
+		if err := f.sched.Drain(t, out); err != nil {
 			return err
 		}
-		return f.Join.Apply(t, in, version, emit)
+		return f.Join.Apply(t, in, m.Version, out.Emit)
 	}
-	f.op = Op{Kind: OpApply, In: *in, Version: version}
-	_, err := f.sched.Submit(t, in.JoinKey, &f.op, f.budget(), emit)
+	f.op = Op{Kind: OpApply, In: *in, Version: m.Version}
+	_, err := f.sched.Submit(t, in.JoinKey, &f.op, f.budget(), out)
 	return err
 }
 
@@ -69,43 +75,15 @@ func (f *Fair) budget() int {
 	return f.Chunk
 }
 
-// Step advances the fan-outs in progress by up to Chunk rows.
-func (f *Fair) Step(t keyed.State, emit keyed.Emit) error {
+// Advance advances the fan-outs in progress, round robin, by up to budget
+// rows (budget < 0, or a Fair without chunking: all of them) and returns
+// the rows emitted.
+func (f *Fair) Advance(t keyed.State, budget int, out keyedlog.Out) (int, error) {
 	if f.sched.Busy() == 0 {
-		return nil
-	}
-	_, err := f.sched.Step(t, f.budget(), emit)
-	return err
-}
-
-// Pace steps the fan-outs in progress for about as long as spent (the time
-// the caller just spent applying inputs); see Pacer.
-func (f *Fair) Pace(t keyed.State, spent time.Duration, emit keyed.Emit) error {
-	if f.sched.Busy() == 0 {
-		return nil
-	}
-	f.Pacer.Earn(spent)
-	return f.Pacer.Spend(0, func() bool { return f.sched.Busy() > 0 }, func() error { return f.Step(t, emit) })
-}
-
-// StepRows advances the fan-outs in progress by about rows rows (all of
-// them without chunking).
-func (f *Fair) StepRows(t keyed.State, rows int, emit keyed.Emit) error {
-	if f.sched.Busy() == 0 {
-		return nil
+		return 0, nil
 	}
 	if f.Chunk <= 0 {
-		rows = -1
+		budget = -1
 	}
-	_, err := f.sched.Step(t, rows, emit)
-	return err
-}
-
-// Drain finishes every fan-out in progress (and the inputs waiting for
-// them).
-func (f *Fair) Drain(t keyed.State, emit keyed.Emit) error {
-	if f.sched.Busy() == 0 {
-		return nil
-	}
-	return f.sched.Drain(t, emit)
+	return f.sched.Step(t, budget, out)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/skew"
 )
@@ -78,13 +79,13 @@ func TestFairNegativeControl(t *testing.T) {
 // forgetful drops the interrupted parent's version on every resumption.
 type forgetful struct{ skew.JoinExecutor }
 
-func (f *forgetful) Resume(t keyed.State, key, task []byte, budget int, emit keyed.Emit) ([]byte, int, error) {
+func (f *forgetful) Resume(t keyed.State, key, task []byte, budget int, out keyedlog.Out) ([]byte, int, error) {
 	var fo keyed.FanOut
 	if err := keyed.DecodeFanOut(task, &fo); err != nil {
 		return nil, 0, err
 	}
 	fo.Old.Version = 1
-	return f.JoinExecutor.Resume(t, key, keyed.AppendFanOut(nil, &fo), budget, emit)
+	return f.JoinExecutor.Resume(t, key, keyed.AppendFanOut(nil, &fo), budget, out)
 }
 
 func runFair(t *testing.T, seed uint64, left bool, newFair func(*keyed.Join, int) *skew.Fair) error {
@@ -116,11 +117,11 @@ func runFair(t *testing.T, seed uint64, left bool, newFair func(*keyed.Join, int
 	}
 	crashes := 0
 	for i := pos; i < len(h.in); i++ {
-		if err := f.Apply(st, &h.in[i], h.ver[i], emit); err != nil {
+		if err := apply(f, st, &h.in[i], h.ver[i], emit); err != nil {
 			return err
 		}
 		for k := rng.IntN(3); k > 0; k-- {
-			if err := f.Step(st, emit); err != nil {
+			if _, err := f.Advance(st, f.Chunk, keyedlog.Out{Emit: emit}); err != nil {
 				return err
 			}
 		}
@@ -142,7 +143,7 @@ func runFair(t *testing.T, seed uint64, left bool, newFair func(*keyed.Join, int
 			i = pos - 1
 		}
 	}
-	if err := f.Drain(st, emit); err != nil {
+	if _, err := f.Advance(st, -1, keyedlog.Out{Emit: emit}); err != nil {
 		return err
 	}
 	flush()

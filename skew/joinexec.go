@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 )
 
 // JoinExecutor runs OpApply ops through a keyed.Join, as fan-outs done in
@@ -17,12 +18,12 @@ type JoinExecutor struct {
 }
 
 // Run implements Executor.
-func (x *JoinExecutor) Run(t keyed.State, _ []byte, op *Op, budget int, emit keyed.Emit) ([]byte, int, error) {
+func (x *JoinExecutor) Run(t keyed.State, _ []byte, op *Op, budget int, out keyedlog.Out) ([]byte, int, error) {
 	if op.Kind != OpApply {
 		return nil, 0, fmt.Errorf("cdcjoin: skew: join executor: unexpected op kind %d", op.Kind)
 	}
 	before := x.rows()
-	fo, err := x.Join.Start(t, &op.In, op.Version, budget, emit)
+	fo, err := x.Join.Start(t, &op.In, op.Version, budget, out.Emit)
 	used := int(x.rows() - before)
 	if err != nil || fo == nil {
 		return nil, used, err
@@ -31,12 +32,12 @@ func (x *JoinExecutor) Run(t keyed.State, _ []byte, op *Op, budget int, emit key
 }
 
 // Resume implements Executor.
-func (x *JoinExecutor) Resume(t keyed.State, _ []byte, task []byte, budget int, emit keyed.Emit) ([]byte, int, error) {
+func (x *JoinExecutor) Resume(t keyed.State, _ []byte, task []byte, budget int, out keyedlog.Out) ([]byte, int, error) {
 	if err := keyed.DecodeFanOut(task, &x.fo); err != nil {
 		return nil, 0, err
 	}
 	before := x.rows()
-	done, err := x.Join.Continue(t, &x.fo, budget, emit)
+	done, err := x.Join.Continue(t, &x.fo, budget, out.Emit)
 	used := int(x.rows() - before)
 	if err != nil || done {
 		return nil, used, err

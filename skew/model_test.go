@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -17,21 +19,18 @@ import (
 // sink models that check what the changes add up to.
 
 func testSpec(t testing.TB, left bool) *keyed.Spec {
-	t.Helper()
-	s, err := keyed.NewSpec(keyed.Shape{
-		Left: left, ParentKey: []string{"id"}, ChildKey: []string{"id"}, ChildParentKey: []string{"user_id"},
-		Select: []keyed.Column{
-			{Side: row.Parent, Source: "id", Name: "user_id"}, {Side: row.Parent, Source: "name", Name: "name"},
-			{Side: row.Child, Source: "id", Name: "domain_id"}, {Side: row.Child, Source: "domain", Name: "domain"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testkit.Spec(t, left, []string{"name"}, []string{"domain"})
 }
 
 func key(v int64) []byte { return row.AppendKey(nil, []row.Value{row.Int(v)}) }
+
+// apply steps op with the input in at version ver, emitting into emit.
+func apply(op interface {
+	Step(keyed.State, *keyedlog.Msg, keyedlog.Out) error
+}, st keyed.State, in *keyed.Input, ver uint64, emit keyed.Emit) error {
+	m := keyedlog.Msg{Kind: keyedlog.KindInput, In: *in, Version: ver}
+	return op.Step(st, &m, keyedlog.Out{Emit: emit})
+}
 
 // inputGen makes keyed inputs like the keyer would: a child that changes
 // parent is deleted under the old one first.

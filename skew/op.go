@@ -5,28 +5,32 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
-// OpKind says what an Op does.
+// OpKind says what an Op does. Its values are stored with waiting ops and
+// are the keyed log's forward modes and layout changes
+// (keyedlog.Mode, keyedlog.LayoutOp), so that a forwarded or read-back op
+// keeps its kind.
 type OpKind uint8
 
 // Op kinds.
 const (
 	// OpApply applies In with Version through the join, emitting.
-	OpApply OpKind = iota + 1
+	OpApply = OpKind(keyedlog.ModeApply)
 	// OpCopy loads a row into a salted replica as is, with the versions it
 	// was last emitted with (In is a keyed.ParentLoad or ChildLoad), or
 	// deletes it there (In is a ParentDelete or ChildDelete), emitting
 	// nothing: a row moved into or out of a replica.
-	OpCopy
+	OpCopy = OpKind(keyedlog.ModeCopy)
 	// OpSalt and OpCool are layout changes of an own key (In.JoinKey)
 	// read back from the log (see Router).
-	OpSalt
-	OpCool
+	OpSalt = OpKind(keyedlog.LayoutSalt)
+	OpCool = OpKind(keyedlog.LayoutCool)
 	// OpRelease asks a replica to confirm, once everything forwarded to
 	// it before is done, that it emits nothing more (see Router).
-	OpRelease
+	OpRelease = OpKind(keyedlog.ModeRelease)
 )
 
 // Op is one unit of work on one key. Ops of a key run in the order they

@@ -8,16 +8,9 @@ import (
 	"slices"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
-
-// Forwarder sends the router's records (forwards to replicas, layout
-// proposals) to keyed partitions as part of the batch in progress: they
-// must be durable before the batch's state commits (a Kafka transaction
-// committed before the state), and are discarded with an aborted batch.
-type Forwarder interface {
-	Forward(partition int32, key, value, header []byte) error
-}
 
 // RouterConfig is a Router's partition and thresholds.
 type RouterConfig struct {
@@ -135,22 +128,26 @@ type RouterStats struct {
 // its uncommitted batch forwarded) by (Origin, Sub), the last applied being
 // kept per replica in the state.
 //
-// Quiet (a partition rebuilt below the group's committed offset, emitting
-// nothing): forwards, proposals and acks are not sent — the previous owner
-// sent them — and work is not chunked.
+// The router's records (forwards, layout proposals, acks) go to its
+// driver's Out.Send, in the batch in progress: they must be durable before
+// the batch's state commits (a Kafka transaction committed before the
+// state), and are dropped with an aborted batch. Out.Quiet (a partition
+// rebuilt below the group's committed offset, emitting nothing): they are
+// not sent — the previous owner sent them — and work is not chunked.
 //
-// Not safe for concurrent use; the in-memory view follows the state: after
-// an aborted Txn make a new Router and Load it.
+// Router is the regular join as an operator of the Kafka driver: Step
+// takes every message of the partition's keyed log but epoch markers,
+// Advance does the work in progress. Not safe for concurrent use; the
+// in-memory view follows the state: after an aborted Txn make a new Router
+// and Load it.
 type Router struct {
 	cfg   RouterConfig
 	spec  *keyed.Spec
 	join  *keyed.Join // own keys
 	rjoin *keyed.Join // replicas: INNER (padded rows are emitted at home)
 	sched *Scheduler
-	fwd   Forwarder
-	// Quiet: see the type doc.
-	Quiet bool
-	// OnLayout, if set, is told when a key turns hot (hot) or cools.
+	// OnLayout, if set, is told when a key turns hot (hot) or cools
+	// (never for a Quiet call).
 	OnLayout func(joinKey []byte, hot bool, children int64, salts int)
 	Stats    RouterStats
 
@@ -161,7 +158,7 @@ type Router struct {
 	proposed   map[string]OpKind  // layout records sent and not read back yet
 	rs         replicaState
 	op         Op
-	f          Forward
+	f          keyedlog.Forward
 	fo         keyed.FanOut
 	pr         keyed.ParentRecord
 	cr         keyed.ChildRecord
@@ -192,14 +189,11 @@ const (
 	taskCool    = 'W' // a cooling waiting for its replicas' confirmations (in the layout)
 )
 
-var errNoForwarder = errors.New("cdcjoin: skew: router has no forwarder")
-
-// NewRouter returns a router of partition cfg.Partition for spec, sending
-// through fwd.
-func NewRouter(spec *keyed.Spec, cfg RouterConfig, fwd Forwarder) *Router {
+// NewRouter returns a router of partition cfg.Partition for spec.
+func NewRouter(spec *keyed.Spec, cfg RouterConfig) *Router {
 	inner := *spec
 	inner.Left = false
-	r := &Router{cfg: cfg, spec: spec, join: keyed.NewJoin(spec), rjoin: keyed.NewJoin(&inner), fwd: fwd,
+	r := &Router{cfg: cfg, spec: spec, join: keyed.NewJoin(spec), rjoin: keyed.NewJoin(&inner),
 		hot: map[string]*layout{}, proposed: map[string]OpKind{}}
 	r.join.NoFanOut = func(jk []byte) (bool, error) { return r.hot[string(jk)] != nil, nil }
 	r.sched = NewScheduler(r)
@@ -224,8 +218,8 @@ func (r *Router) MarkInexact(t keyed.State) error {
 }
 
 // SetChunk changes the step budget from the next input on: n rows per step,
-// or n <= 0 for all the work of an input at once (what Quiet does). Work in
-// progress continues with the new budget. A driver whose sink must see
+// or n <= 0 for all the work of an input at once (what Out.Quiet does). Work
+// in progress continues with the new budget. A driver whose sink must see
 // the same changes in the same order when it replays input after a crash
 // (sink.Positioned) sets n <= 0 and drains what an input unblocks (an
 // ack) with that input: then the changes are a function of the input
@@ -267,9 +261,9 @@ func (r *Router) Join() *keyed.Join { return r.join }
 // waiting for their confirmations, or inputs waiting for them).
 func (r *Router) Busy() bool { return r.sched.Busy() > 0 }
 
-// Runnable reports whether work in progress can advance now (Step), that
-// is, besides coolings waiting for confirmations that come through the
-// log.
+// Runnable reports whether work in progress can advance now (Advance),
+// that is, besides coolings waiting for confirmations that come through
+// the log.
 func (r *Router) Runnable() bool { return r.sched.Runnable() > 0 }
 
 // Backlog returns the keys with work in progress and the inputs waiting.
@@ -293,8 +287,8 @@ func (r *Router) HotKeys() []HotKey {
 	return out
 }
 
-func (r *Router) stepBudget() int {
-	if r.Quiet || r.cfg.Chunk <= 0 {
+func (r *Router) stepBudget(out keyedlog.Out) int {
+	if out.Quiet || r.cfg.Chunk <= 0 {
 		return -1
 	}
 	return r.cfg.Chunk
@@ -305,32 +299,45 @@ func (r *Router) ownKey(jk []byte) []byte {
 	return r.key
 }
 
-func (r *Router) submitOwn(t keyed.State, jk []byte, emit keyed.Emit) error {
-	_, err := r.sched.Submit(t, r.ownKey(jk), &r.op, r.stepBudget(), emit)
+func (r *Router) submitOwn(t keyed.State, jk []byte, out keyedlog.Out) error {
+	_, err := r.sched.Submit(t, r.ownKey(jk), &r.op, r.stepBudget(out), out)
 	return err
 }
 
-// Input applies one input of the partition's own keys read at offset with
-// version (or a truncate), now or behind its key's work in progress.
-func (r *Router) Input(t keyed.State, in *keyed.Input, offset int64, version uint64, emit keyed.Emit) error {
-	if in.Kind == keyed.Truncate {
-		return r.truncate(t, in, offset, version, emit)
+// Step applies one message of the partition's keyed log (m.Pos its
+// offset; not an epoch marker): an input of the partition's own keys with
+// m.Version (or a truncate), now or behind its key's work in progress; a
+// layout record of an own key; a replica's release confirmation; a forward
+// to one of the partition's replicas.
+func (r *Router) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error {
+	switch m.Kind {
+	case keyedlog.KindInput:
+		if m.In.Kind == keyed.Truncate {
+			return r.truncate(t, &m.In, m.Pos, m.Version, out)
+		}
+		r.op = Op{Kind: OpApply, In: m.In, Version: m.Version, Origin: m.Pos}
+		return r.submitOwn(t, m.In.JoinKey, out)
+	case keyedlog.KindLayout:
+		return r.layout(t, m.JoinKey, OpKind(m.Layout), m.Pos, out)
+	case keyedlog.KindAck:
+		return r.ack(t, m.JoinKey, m.Salt, m.Origin)
+	case keyedlog.KindForward:
+		return r.forwarded(t, &m.Fwd, out)
 	}
-	r.op = Op{Kind: OpApply, In: *in, Version: version, Origin: offset}
-	return r.submitOwn(t, in.JoinKey, emit)
+	return fmt.Errorf("cdcjoin: skew: router: unexpected %s message", m.Kind)
 }
 
-// Layout applies a layout record of an own key read at offset.
-func (r *Router) Layout(t keyed.State, joinKey []byte, op OpKind, offset int64, emit keyed.Emit) error {
+// layout applies a layout record of an own key read at offset.
+func (r *Router) layout(t keyed.State, joinKey []byte, op OpKind, offset int64, out keyedlog.Out) error {
 	delete(r.proposed, string(joinKey))
 	r.op = Op{Kind: op, In: keyed.Input{JoinKey: joinKey}, Origin: offset}
-	return r.submitOwn(t, joinKey, emit)
+	return r.submitOwn(t, joinKey, out)
 }
 
-// Ack applies a replica's release confirmation read at offset: when every
-// replica of a cooling key has confirmed, the key's blocked task goes on
-// at the next Step (the key goes back home, at offset).
-func (r *Router) Ack(t keyed.State, joinKey []byte, salt uint16, origin, offset int64, emit keyed.Emit) error {
+// ack applies a replica's release confirmation: when every replica of a
+// cooling key has confirmed, the key's blocked task goes on at the next
+// Advance (the key goes back home, at the ack's position).
+func (r *Router) ack(t keyed.State, joinKey []byte, salt uint16, origin int64) error {
 	h := r.hot[string(joinKey)]
 	if h == nil || !h.Cooling || h.coolOrigin != origin || int(salt) >= h.Salts {
 		return nil // a round that was cancelled, or a duplicate
@@ -342,9 +349,9 @@ func (r *Router) Ack(t keyed.State, joinKey []byte, salt uint16, origin, offset 
 	return r.saveLayout(t, h)
 }
 
-// Forwarded applies a forward to one of the partition's replicas, unless
+// forwarded applies a forward to one of the partition's replicas, unless
 // it was applied already.
-func (r *Router) Forwarded(t keyed.State, f *Forward, emit keyed.Emit) error {
+func (r *Router) forwarded(t keyed.State, f *keyedlog.Forward, out keyedlog.Out) error {
 	r.key = binary.BigEndian.AppendUint16(append(append(r.key[:0], auxSeen), f.JoinKey...), f.Salt)
 	last, ok, err := t.Aux(r.key)
 	if err != nil {
@@ -363,12 +370,12 @@ func (r *Router) Forwarded(t keyed.State, f *Forward, emit keyed.Emit) error {
 	if err := t.PutAux(r.key, seen[:]); err != nil {
 		return err
 	}
-	r.op = Op{Kind: f.Mode, Version: f.Version, Origin: f.Origin,
+	r.op = Op{Kind: OpKind(f.Mode), Version: f.Version, Origin: f.Origin,
 		In: keyed.Input{Side: f.Side, JoinKey: f.JoinKey, ChildKey: f.ChildKey, Row: f.Row}}
 	switch {
-	case f.Mode == OpCopy && !f.Delete && f.Side == row.Parent:
+	case f.Mode == keyedlog.ModeCopy && !f.Delete && f.Side == row.Parent:
 		r.op.In.Kind, r.op.In.Version, r.op.In.PadVersion = keyed.ParentLoad, f.Version, f.PadVersion
-	case f.Mode == OpCopy && !f.Delete:
+	case f.Mode == keyedlog.ModeCopy && !f.Delete:
 		r.op.In.Kind, r.op.In.Version = keyed.ChildLoad, f.Version
 	case f.Side == row.Parent && f.Delete:
 		r.op.In.Kind = keyed.ParentDelete
@@ -380,47 +387,44 @@ func (r *Router) Forwarded(t keyed.State, f *Forward, emit keyed.Emit) error {
 		r.op.In.Kind = keyed.ChildUpsert
 	}
 	r.key = binary.BigEndian.AppendUint16(append(append(r.key[:0], schedReplica), f.JoinKey...), f.Salt)
-	_, err = r.sched.Submit(t, r.key, &r.op, r.stepBudget(), emit)
+	_, err = r.sched.Submit(t, r.key, &r.op, r.stepBudget(out), out)
 	return err
 }
 
-// Step advances the work in progress by one chunk and returns the rows
-// (or forwards) it took.
-func (r *Router) Step(t keyed.State, emit keyed.Emit) (int, error) {
+// Advance advances the work in progress, round robin, by up to budget rows
+// (or forwards) — all of it with budget < 0, a Quiet out or a router
+// without chunking — and returns what it took. Coolings waiting for their
+// confirmations (and the inputs behind them) stay.
+func (r *Router) Advance(t keyed.State, budget int, out keyedlog.Out) (int, error) {
 	if r.sched.Busy() == 0 {
 		return 0, nil
 	}
-	return r.sched.Step(t, r.stepBudget(), emit)
-}
-
-// Drain finishes all work in progress.
-func (r *Router) Drain(t keyed.State, emit keyed.Emit) error {
-	if r.sched.Busy() == 0 {
-		return nil
+	if r.stepBudget(out) < 0 {
+		budget = -1
 	}
-	return r.sched.Drain(t, emit)
+	return r.sched.Step(t, budget, out)
 }
 
 // Run implements Executor.
-func (r *Router) Run(t keyed.State, key []byte, op *Op, budget int, emit keyed.Emit) ([]byte, int, error) {
+func (r *Router) Run(t keyed.State, key []byte, op *Op, budget int, out keyedlog.Out) ([]byte, int, error) {
 	if len(key) > 0 && key[0] == schedReplica {
-		return r.runReplica(t, key[1:], op, budget, emit)
+		return r.runReplica(t, key[1:], op, budget, out)
 	}
 	jk := key[1:]
 	switch op.Kind {
 	case OpApply:
-		return r.applyOwn(t, jk, op, budget, emit)
+		return r.applyOwn(t, jk, op, budget, out)
 	case OpSalt:
-		return r.salt(t, jk, op, budget)
+		return r.salt(t, jk, op, budget, out)
 	case OpCool:
 		h := r.hot[string(jk)]
 		switch {
 		case h == nil || h.Cooling || r.truncating:
 			return nil, 0, nil // not salted (a proposal sent twice); or left for a later proposal
 		case r.noWait:
-			return r.unsalt(t, jk, op.Origin, budget)
+			return r.unsalt(t, jk, op.Origin, budget, out)
 		}
-		if err := r.release(t, h, op.Origin); err != nil {
+		if err := r.release(t, h, op.Origin, out); err != nil {
 			return nil, 0, err
 		}
 		return []byte{taskCool}, 0, nil
@@ -429,21 +433,21 @@ func (r *Router) Run(t keyed.State, key []byte, op *Op, budget int, emit keyed.E
 }
 
 // Resume implements Executor.
-func (r *Router) Resume(t keyed.State, key, task []byte, budget int, emit keyed.Emit) ([]byte, int, error) {
+func (r *Router) Resume(t keyed.State, key, task []byte, budget int, out keyedlog.Out) ([]byte, int, error) {
 	switch task[0] {
 	case taskFanOut:
-		return r.resumeFanOut(r.join, t, task, budget, emit)
+		return r.resumeFanOut(r.join, t, task, budget, out.Emit)
 	case taskReplica:
 		if len(task) < 3 {
 			return nil, 0, fmt.Errorf("%w: replica task", row.ErrCorrupt)
 		}
-		return r.resumeFanOut(r.rjoin, r.rs.bind(t, binary.BigEndian.Uint16(task[1:3])), task, budget, emit)
+		return r.resumeFanOut(r.rjoin, r.rs.bind(t, binary.BigEndian.Uint16(task[1:3])), task, budget, out.Emit)
 	case taskMove:
 		var m move
 		if err := m.decode(task); err != nil {
 			return nil, 0, err
 		}
-		return r.continueMove(t, key[1:], &m, budget)
+		return r.continueMove(t, key[1:], &m, budget, out)
 	case taskCool:
 		jk := key[1:]
 		h := r.hot[string(jk)]
@@ -453,7 +457,7 @@ func (r *Router) Resume(t keyed.State, key, task []byte, budget int, emit keyed.
 		case !h.acked():
 			return task, 0, nil // blocked until the confirmations come
 		}
-		return r.unsalt(t, jk, h.coolOrigin, budget)
+		return r.unsalt(t, jk, h.coolOrigin, budget, out)
 	}
 	return nil, 0, fmt.Errorf("%w: unknown skew task %q", row.ErrCorrupt, task[0])
 }
@@ -485,7 +489,7 @@ func (r *Router) resumeFanOut(j *keyed.Join, t keyed.State, task []byte, budget 
 // applyOwn applies an input of an own key: at home (fanning out) when the
 // key is not salted; else at home emitting only the padded row, and
 // forwarded to the replica(s), which emit the rest.
-func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit keyed.Emit) ([]byte, int, error) {
+func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, out keyedlog.Out) ([]byte, int, error) {
 	h := r.hot[string(jk)]
 	before := r.rows(r.join)
 	var task []byte
@@ -494,16 +498,16 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit key
 			if c.ChildKey != nil {
 				return nil // the replica's
 			}
-			return emit(c)
+			return out.Emit(c)
 		}
 		if err := r.join.Apply(t, &op.In, op.Version, padOnly); err != nil {
 			return nil, 0, err
 		}
-		if err := r.forwardInput(jk, op, h.Salts); err != nil {
+		if err := r.forwardInput(jk, op, h.Salts, out); err != nil {
 			return nil, 0, err
 		}
 	} else {
-		fo, err := r.join.Start(t, &op.In, op.Version, budget, emit)
+		fo, err := r.join.Start(t, &op.In, op.Version, budget, out.Emit)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -524,7 +528,7 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit key
 	}
 	if h == nil {
 		if r.cfg.Hot > 0 && n >= r.cfg.Hot {
-			return task, used, r.propose(jk, OpSalt)
+			return task, used, r.propose(jk, OpSalt, out)
 		}
 		return task, used, nil
 	}
@@ -533,72 +537,72 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, emit key
 		return nil, used, err
 	}
 	if !h.Cooling && (n <= r.cfg.Cool || r.cfg.Hot <= 0) {
-		return task, used, r.propose(jk, OpCool) // salting was turned off: cool
+		return task, used, r.propose(jk, OpCool, out) // salting was turned off: cool
 	}
 	return task, used, nil
 }
 
 // forwardInput sends an input of a salted key to its replica(s): a parent
 // input to every salt, a child input to its salt.
-func (r *Router) forwardInput(jk []byte, op *Op, salts int) error {
+func (r *Router) forwardInput(jk []byte, op *Op, salts int, out keyedlog.Out) error {
 	in := &op.In
-	r.f = Forward{Mode: OpApply, Side: in.Side, JoinKey: jk, ChildKey: in.ChildKey, Row: in.Row, Version: op.Version,
+	r.f = keyedlog.Forward{Mode: keyedlog.ModeApply, Side: in.Side, JoinKey: jk, ChildKey: in.ChildKey, Row: in.Row, Version: op.Version,
 		Origin: op.Origin, Delete: in.Kind == keyed.ParentDelete || in.Kind == keyed.ChildDelete}
 	if in.Kind == keyed.ParentLoad || in.Kind == keyed.ChildLoad {
 		// A row handed over with its versions: the replica loads it too.
-		r.f.Mode, r.f.Version, r.f.PadVersion = OpCopy, in.Version, in.PadVersion
+		r.f.Mode, r.f.Version, r.f.PadVersion = keyedlog.ModeCopy, in.Version, in.PadVersion
 	}
 	if in.Side == row.Child {
 		r.f.Salt = SaltOf(in.ChildKey, salts)
-		return r.forward(&r.f)
+		return r.forward(&r.f, out)
 	}
 	for s := 0; s < salts; s++ {
 		r.f.Salt = uint16(s)
-		if err := r.forward(&r.f); err != nil {
+		if err := r.forward(&r.f, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *Router) forward(f *Forward) error {
-	if r.Quiet {
+func (r *Router) forward(f *keyedlog.Forward, out keyedlog.Out) error {
+	if out.Quiet {
 		return nil
 	}
-	if r.fwd == nil {
-		return errNoForwarder
+	if out.Send == nil {
+		return keyedlog.ErrNoSender
 	}
-	r.kb = AppendForwardKey(r.kb[:0], f)
-	r.vb = AppendForwardValue(r.vb[:0], f)
+	r.kb = keyedlog.AppendForwardKey(r.kb[:0], f)
+	r.vb = keyedlog.AppendForwardValue(r.vb[:0], f)
 	if f.Delete {
 		r.vb = nil
 	}
-	r.hb = AppendForwardHeader(r.hb[:0], f)
+	r.hb = keyedlog.AppendForwardHeader(r.hb[:0], f)
 	r.Stats.Forwards++
-	return r.fwd.Forward(SaltPartition(f.JoinKey, f.Salt, r.cfg.Partitions), r.kb, r.vb, r.hb)
+	return out.Send.Send(SaltPartition(f.JoinKey, f.Salt, r.cfg.Partitions), r.kb, r.vb, r.hb)
 }
 
 // propose writes a layout record for jk to the own partition, once until
 // it is read back.
-func (r *Router) propose(jk []byte, op OpKind) error {
-	if r.Quiet || r.proposed[string(jk)] == op {
+func (r *Router) propose(jk []byte, op OpKind, out keyedlog.Out) error {
+	if out.Quiet || r.proposed[string(jk)] == op {
 		return nil
 	}
-	if r.fwd == nil {
-		return errNoForwarder
+	if out.Send == nil {
+		return keyedlog.ErrNoSender
 	}
 	r.proposed[string(jk)] = op
 	r.Stats.Proposals++
-	return r.fwd.Forward(r.cfg.Partition, AppendLayoutKey(nil, jk), LayoutValue(op), nil)
+	return out.Send.Send(r.cfg.Partition, keyedlog.AppendLayoutKey(nil, jk), keyedlog.LayoutValue(keyedlog.LayoutOp(op)), nil)
 }
 
 // release sends a round of releases (origin) to every replica of h.
-func (r *Router) release(t keyed.State, h *layout, origin int64) error {
+func (r *Router) release(t keyed.State, h *layout, origin int64, out keyedlog.Out) error {
 	h.Cooling, h.coolOrigin, h.acks = true, origin, make([]byte, (h.Salts+7)/8)
-	r.f = Forward{Mode: OpRelease, Side: row.Parent, JoinKey: h.JoinKey, Origin: origin}
+	r.f = keyedlog.Forward{Mode: keyedlog.ModeRelease, Side: row.Parent, JoinKey: h.JoinKey, Origin: origin}
 	for s := 0; s < h.Salts; s++ {
 		r.f.Salt, r.f.Sub = uint16(s), uint32(s)
-		if err := r.forward(&r.f); err != nil {
+		if err := r.forward(&r.f, out); err != nil {
 			return err
 		}
 	}
@@ -680,7 +684,7 @@ func (m *move) decode(b []byte) error {
 // salt applies a salting read back from the log: the key's replicas get
 // copies of its parent and children (in chunks). A key salted already (a
 // proposal sent twice) is left alone.
-func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int, error) {
+func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int, out keyedlog.Out) ([]byte, int, error) {
 	if r.hot[string(jk)] != nil {
 		return nil, 0, nil
 	}
@@ -694,7 +698,7 @@ func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int
 		return nil, 0, err
 	}
 	r.Stats.Salted++
-	if r.OnLayout != nil && !r.Quiet {
+	if r.OnLayout != nil && !out.Quiet {
 		r.OnLayout(jk, true, n, h.Salts)
 	}
 	if n <= r.cfg.Cool || r.cfg.Hot <= 0 {
@@ -702,11 +706,11 @@ func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int
 		// record was on its way, behind the partition's backlog): it is
 		// applied all the same (the change must be where the record is,
 		// for a rebuild to repeat it) and undone.
-		if err := r.propose(jk, OpCool); err != nil {
+		if err := r.propose(jk, OpCool, out); err != nil {
 			return nil, 0, err
 		}
 	}
-	return r.startMove(t, jk, &move{salts: h.Salts, origin: op.Origin}, budget)
+	return r.startMove(t, jk, &move{salts: h.Salts, origin: op.Origin}, budget, out)
 }
 
 // unsalt ends a cooling whose releases every replica confirmed: the key's
@@ -715,7 +719,7 @@ func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int) ([]byte, int
 // after its releases: the key's inputs waiting behind the cooling come
 // later in the log, and a replica must see its forwards in increasing
 // (origin, sub) order.
-func (r *Router) unsalt(t keyed.State, jk []byte, origin int64, budget int) ([]byte, int, error) {
+func (r *Router) unsalt(t keyed.State, jk []byte, origin int64, budget int, out keyedlog.Out) ([]byte, int, error) {
 	h := r.hot[string(jk)]
 	if h == nil {
 		return nil, 0, nil
@@ -725,15 +729,15 @@ func (r *Router) unsalt(t keyed.State, jk []byte, origin int64, budget int) ([]b
 		return nil, 0, err
 	}
 	r.Stats.Cooled++
-	if r.OnLayout != nil && !r.Quiet {
+	if r.OnLayout != nil && !out.Quiet {
 		r.OnLayout(jk, false, h.Children, h.Salts)
 	}
-	return r.startMove(t, jk, &move{del: true, salts: h.Salts, origin: origin, sub: uint32(h.Salts)}, budget)
+	return r.startMove(t, jk, &move{del: true, salts: h.Salts, origin: origin, sub: uint32(h.Salts)}, budget, out)
 }
 
 // startMove copies (or deletes) the parent in every replica, then the
 // children.
-func (r *Router) startMove(t keyed.State, jk []byte, m *move, budget int) ([]byte, int, error) {
+func (r *Router) startMove(t keyed.State, jk []byte, m *move, budget int, out keyedlog.Out) ([]byte, int, error) {
 	p, ok, err := t.Parent(jk)
 	if err != nil {
 		return nil, 0, err
@@ -744,23 +748,23 @@ func (r *Router) startMove(t keyed.State, jk []byte, m *move, budget int) ([]byt
 		}
 	}
 	if ok || m.del {
-		r.f = Forward{Mode: OpCopy, Side: row.Parent, JoinKey: jk, Delete: m.del, Origin: m.origin,
+		r.f = keyedlog.Forward{Mode: keyedlog.ModeCopy, Side: row.Parent, JoinKey: jk, Delete: m.del, Origin: m.origin,
 			Row: r.pr.Row, Version: r.pr.Version, PadVersion: r.pr.PadVersion}
 		for s := 0; s < m.salts; s++ {
 			r.f.Salt, r.f.Sub = uint16(s), m.sub
 			m.sub++
-			if err := r.forward(&r.f); err != nil {
+			if err := r.forward(&r.f, out); err != nil {
 				return nil, 0, err
 			}
 		}
 	}
-	return r.continueMove(t, jk, m, budget)
+	return r.continueMove(t, jk, m, budget, out)
 }
 
 var errMoveBudget = errors.New("cdcjoin: skew: move budget spent")
 
 // continueMove forwards the copies (or deletes) of up to budget children.
-func (r *Router) continueMove(t keyed.State, jk []byte, m *move, budget int) ([]byte, int, error) {
+func (r *Router) continueMove(t keyed.State, jk []byte, m *move, budget int, out keyedlog.Out) ([]byte, int, error) {
 	used := 0
 	more := false
 	err := t.ChildrenAfter(jk, m.after, func(ck, v []byte) error {
@@ -768,7 +772,7 @@ func (r *Router) continueMove(t keyed.State, jk []byte, m *move, budget int) ([]
 			more = true
 			return errMoveBudget
 		}
-		r.f = Forward{Mode: OpCopy, Side: row.Child, JoinKey: jk, ChildKey: ck, Delete: m.del,
+		r.f = keyedlog.Forward{Mode: keyedlog.ModeCopy, Side: row.Child, JoinKey: jk, ChildKey: ck, Delete: m.del,
 			Salt: SaltOf(ck, m.salts), Origin: m.origin, Sub: m.sub}
 		if !m.del {
 			if err := keyed.DecodeChild(v, &r.cr); err != nil {
@@ -781,7 +785,7 @@ func (r *Router) continueMove(t keyed.State, jk []byte, m *move, budget int) ([]
 		if budget >= 0 {
 			m.after = append(m.after[:0], ck...)
 		}
-		return r.forward(&r.f)
+		return r.forward(&r.f, out)
 	})
 	if err == errMoveBudget {
 		err = nil
@@ -794,14 +798,14 @@ func (r *Router) continueMove(t keyed.State, jk []byte, m *move, budget int) ([]
 
 // runReplica applies a forwarded op to replica (join key, salt) (rk is
 // joinKey salt).
-func (r *Router) runReplica(t keyed.State, rk []byte, op *Op, budget int, emit keyed.Emit) ([]byte, int, error) {
+func (r *Router) runReplica(t keyed.State, rk []byte, op *Op, budget int, out keyedlog.Out) ([]byte, int, error) {
 	salt := binary.BigEndian.Uint16(rk[len(rk)-2:])
 	st := r.rs.bind(t, salt)
 	in := &op.In
 	switch op.Kind {
 	case OpApply:
 		before := r.rows(r.rjoin)
-		fo, err := r.rjoin.Start(st, in, op.Version, budget, emit)
+		fo, err := r.rjoin.Start(st, in, op.Version, budget, out.Emit)
 		used := int(r.rows(r.rjoin) - before)
 		if err != nil || fo == nil {
 			return nil, used, err
@@ -819,13 +823,13 @@ func (r *Router) runReplica(t keyed.State, rk []byte, op *Op, budget int, emit k
 		// Everything forwarded before the release is done (ops of a
 		// replica run in order); the confirmation commits after this
 		// batch's output is flushed.
-		if r.Quiet {
+		if out.Quiet {
 			return nil, 0, nil
 		}
-		if r.fwd == nil {
-			return nil, 0, errNoForwarder
+		if out.Send == nil {
+			return nil, 0, keyedlog.ErrNoSender
 		}
-		return nil, 0, r.fwd.Forward(keyed.Partition(in.JoinKey, r.cfg.Partitions), AppendAckKey(nil, in.JoinKey, salt), AckValue(op.Origin), nil)
+		return nil, 0, out.Send.Send(keyedlog.Partition(in.JoinKey, r.cfg.Partitions), keyedlog.AppendAckKey(nil, in.JoinKey, salt), keyedlog.AckValue(op.Origin), nil)
 	}
 	return nil, 0, fmt.Errorf("cdcjoin: skew: unexpected op %d for a replica", op.Kind)
 }
@@ -835,7 +839,7 @@ func (r *Router) runReplica(t keyed.State, rk []byte, op *Op, budget int, emit k
 // forwards a parent delete to every replica, a children truncate the
 // delete of every child; salted keys left without children are proposed
 // for cooling.
-func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version uint64, emit keyed.Emit) error {
+func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version uint64, out keyedlog.Out) error {
 	// Coolings still waiting for confirmations are cancelled (their keys
 	// stay salted: the inputs waiting behind them are forwarded, and
 	// coolings they propose wait for later), so that all work drains
@@ -850,7 +854,7 @@ func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version 
 		}
 	}
 	r.truncating = true
-	err := r.Drain(t, emit)
+	_, err := r.Advance(t, -1, out)
 	r.truncating = false
 	if err != nil {
 		return err
@@ -869,26 +873,26 @@ func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version 
 		jk := h.JoinKey
 		if in.Side == row.Child {
 			err := t.Children(jk, func(ck, _ []byte) error {
-				r.f = Forward{Mode: OpApply, Side: row.Child, JoinKey: jk, ChildKey: ck, Delete: true, Version: version,
+				r.f = keyedlog.Forward{Mode: keyedlog.ModeApply, Side: row.Child, JoinKey: jk, ChildKey: ck, Delete: true, Version: version,
 					Origin: offset, Salt: SaltOf(ck, h.Salts), Sub: sub}
 				sub++
-				return r.forward(&r.f)
+				return r.forward(&r.f, out)
 			})
 			if err != nil {
 				return err
 			}
 		} else {
-			r.f = Forward{Mode: OpApply, Side: row.Parent, JoinKey: jk, Delete: true, Version: version, Origin: offset}
+			r.f = keyedlog.Forward{Mode: keyedlog.ModeApply, Side: row.Parent, JoinKey: jk, Delete: true, Version: version, Origin: offset}
 			for s := 0; s < h.Salts; s++ {
 				r.f.Salt, r.f.Sub = uint16(s), sub
 				sub++
-				if err := r.forward(&r.f); err != nil {
+				if err := r.forward(&r.f, out); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if err := r.join.Apply(t, in, version, emit); err != nil {
+	if err := r.join.Apply(t, in, version, out.Emit); err != nil {
 		return err
 	}
 	if in.Side != row.Child {
@@ -908,7 +912,7 @@ func (r *Router) truncate(t keyed.State, in *keyed.Input, offset int64, version 
 		h := r.hot[k]
 		h.Children = 0
 		if !h.Cooling {
-			if err := r.propose(h.JoinKey, OpCool); err != nil {
+			if err := r.propose(h.JoinKey, OpCool, out); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/skew"
 )
@@ -56,7 +57,7 @@ type sim struct {
 	noWait                      bool // negative control: cool without waiting for the replicas
 }
 
-func (p *simPart) Forward(part int32, key, val, h []byte) error {
+func (p *simPart) Send(part int32, key, val, h []byte) error {
 	cp := func(b []byte) []byte {
 		if b == nil {
 			return nil
@@ -73,7 +74,7 @@ func (s *sim) open(p *simPart) {
 	if p.saltOff {
 		cfg.Hot, cfg.Cool = 0, 0
 	}
-	p.r = skew.NewRouter(s.spec, cfg, p)
+	p.r = skew.NewRouter(s.spec, cfg)
 	if s.noWait {
 		skew.SetNoWait(p.r)
 	}
@@ -92,57 +93,40 @@ func (s *sim) emitter(p *simPart) keyed.Emit {
 	}
 }
 
+// out is p's Out for work at p's position: quiet below emitFrom.
+func (s *sim) out(p *simPart) keyedlog.Out {
+	return keyedlog.Out{Emit: s.emitter(p), Send: p, Quiet: p.pos < p.emitFrom}
+}
+
 // batch processes up to n records of p (and some steps), then commits,
 // or crashes at one of its windows.
 func (s *sim) batch(p *simPart, n int) {
-	emit := s.emitter(p)
+	var m keyedlog.Msg
 	for k := 0; k < n && p.pos < len(p.log); k++ {
-		p.r.Quiet = p.pos < p.emitFrom
+		out := s.out(p)
 		rec := &p.log[p.pos]
-		var err error
-		switch {
-		case rec.in != nil:
-			err = p.r.Input(p.st, rec.in, int64(p.pos), rec.version, emit)
-		default:
-			switch skew.KindOf(rec.key) {
-			case skew.ForwardRecord:
-				var f skew.Forward
-				if err = skew.DecodeForward(s.spec, rec.key, rec.val, rec.h, &f); err == nil {
-					err = p.r.Forwarded(p.st, &f, emit)
-				}
-			case skew.LayoutRecord:
-				jk, op, derr := skew.DecodeLayout(rec.key, rec.val)
-				if err = derr; err == nil {
-					err = p.r.Layout(p.st, jk, op, int64(p.pos), emit)
-				}
-			case skew.AckRecord:
-				jk, salt, origin, derr := skew.DecodeAck(rec.key, rec.val)
-				if err = derr; err == nil {
-					err = p.r.Ack(p.st, jk, salt, origin, int64(p.pos), emit)
-				}
-			default:
-				s.t.Fatalf("unknown record %q", rec.key)
-			}
+		if rec.in != nil {
+			m = keyedlog.Msg{Kind: keyedlog.KindInput, In: *rec.in, Version: rec.version}
+		} else if err := keyedlog.Decode(s.spec, rec.key, rec.val, rec.h, &m); err != nil {
+			s.t.Fatal(err)
 		}
-		if err != nil {
+		m.Pos = int64(p.pos)
+		if err := p.r.Step(p.st, &m, out); err != nil {
 			s.t.Fatal(err)
 		}
 		p.pos++
-		if p.pos == p.emitFrom {
-			p.r.Quiet = false
-		}
 		if p.pos <= p.emitFrom {
 			// Rebuilding: work is done at once, silently.
-			if err := p.r.Drain(p.st, emit); err != nil {
+			if _, err := p.r.Advance(p.st, -1, s.out(p)); err != nil {
 				s.t.Fatal(err)
 			}
-		} else if _, err := p.r.Step(p.st, emit); err != nil {
+		} else if _, err := p.r.Advance(p.st, s.cfg.Chunk, s.out(p)); err != nil {
 			s.t.Fatal(err)
 		}
 	}
 	if p.pos >= p.emitFrom {
 		for k := s.rng.IntN(3); k > 0; k-- {
-			if _, err := p.r.Step(p.st, emit); err != nil {
+			if _, err := p.r.Advance(p.st, s.cfg.Chunk, s.out(p)); err != nil {
 				s.t.Fatal(err)
 			}
 		}
@@ -205,8 +189,7 @@ func (s *sim) restore(p *simPart) {
 	}
 	s.open(p)
 	if p.pos < p.emitFrom {
-		p.r.Quiet = true
-		if err := p.r.Drain(p.st, s.emitter(p)); err != nil {
+		if _, err := p.r.Advance(p.st, -1, s.out(p)); err != nil {
 			s.t.Fatal(err)
 		}
 	}
@@ -292,7 +275,7 @@ func runRouter(t *testing.T, seed uint64, left, noWait bool) error {
 					p.log = append(p.log, rec)
 				}
 			} else {
-				p := s.parts[keyed.Partition(in.JoinKey, n)]
+				p := s.parts[keyedlog.Partition(in.JoinKey, n)]
 				p.log = append(p.log, rec)
 			}
 			next++

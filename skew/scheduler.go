@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -14,14 +15,14 @@ import (
 // children visited; budget < 0: no limit); when work is left it returns a
 // task, an encoding only the Executor reads, that Resume continues later.
 // used is the budget spent. The task bytes are the Scheduler's after the
-// call (it stores them).
+// call (it stores them). Effects go to out (the driver's, passed on).
 type Executor interface {
-	Run(t keyed.State, key []byte, op *Op, budget int, emit keyed.Emit) (task []byte, used int, err error)
+	Run(t keyed.State, key []byte, op *Op, budget int, out keyedlog.Out) (task []byte, used int, err error)
 	// Resume continues a task of key; next is the rest (nil: finished).
 	// A task that waits for something outside (a confirmation from
 	// another partition) returns itself unchanged with used 0: the key is
 	// blocked, and not resumed again until Unblock.
-	Resume(t keyed.State, key, task []byte, budget int, emit keyed.Emit) (next []byte, used int, err error)
+	Resume(t keyed.State, key, task []byte, budget int, out keyedlog.Out) (next []byte, used int, err error)
 }
 
 // Scheduler runs per-key ops fairly: a key's work that does not fit a
@@ -118,7 +119,7 @@ func (s *Scheduler) IsBusy(key []byte) bool { return s.busy[string(key)] != nil 
 
 // Submit runs op on key now, with budget, or, while key has a task in
 // progress, queues it behind. It returns the budget spent.
-func (s *Scheduler) Submit(t keyed.State, key []byte, op *Op, budget int, emit keyed.Emit) (int, error) {
+func (s *Scheduler) Submit(t keyed.State, key []byte, op *Op, budget int, out keyedlog.Out) (int, error) {
 	if q := s.busy[string(key)]; q != nil {
 		s.enc = AppendOp(s.enc[:0], op)
 		if err := t.PutAux(s.queueKey(key, q.tail), s.enc); err != nil {
@@ -128,7 +129,7 @@ func (s *Scheduler) Submit(t keyed.State, key []byte, op *Op, budget int, emit k
 		s.Queued++
 		return 0, nil
 	}
-	task, used, err := s.exec.Run(t, key, op, budget, emit)
+	task, used, err := s.exec.Run(t, key, op, budget, out)
 	if err != nil || task == nil {
 		return used, err
 	}
@@ -149,7 +150,7 @@ func (s *Scheduler) startTask(t keyed.State, key, task []byte) error {
 // Step advances the tasks in progress, round robin, until budget is spent
 // (budget < 0: until none is left). A finished task's waiting ops run next
 // (and may start a task of their own). It returns the budget spent.
-func (s *Scheduler) Step(t keyed.State, budget int, emit keyed.Emit) (int, error) {
+func (s *Scheduler) Step(t keyed.State, budget int, out keyedlog.Out) (int, error) {
 	spent := 0
 	idle := 0 // keys visited in a row without progress
 	for s.Runnable() > 0 && (budget < 0 || spent < budget) && idle < len(s.ring) {
@@ -166,7 +167,7 @@ func (s *Scheduler) Step(t keyed.State, budget int, emit keyed.Emit) (int, error
 		if budget >= 0 {
 			left = budget - spent
 		}
-		used, finished, err := s.advance(t, key, left, emit)
+		used, finished, err := s.advance(t, key, left, out)
 		spent += used
 		if err != nil {
 			return spent, err
@@ -189,15 +190,15 @@ func (s *Scheduler) Step(t keyed.State, budget int, emit keyed.Emit) (int, error
 
 // Drain runs every task and waiting op to the end, but for blocked tasks
 // (and the ops waiting behind them).
-func (s *Scheduler) Drain(t keyed.State, emit keyed.Emit) error {
-	_, err := s.Step(t, -1, emit)
+func (s *Scheduler) Drain(t keyed.State, out keyedlog.Out) error {
+	_, err := s.Step(t, -1, out)
 	return err
 }
 
 // advance gives key's task up to budget; when the task finishes it runs
 // the key's waiting ops in order until one starts a new task (which then
 // stays in the ring) or none is left (finished).
-func (s *Scheduler) advance(t keyed.State, key string, budget int, emit keyed.Emit) (used int, finished bool, err error) {
+func (s *Scheduler) advance(t keyed.State, key string, budget int, out keyedlog.Out) (used int, finished bool, err error) {
 	s.key = append(s.key[:0], key...)
 	task, ok, err := t.Aux(s.taskKey(s.key))
 	if err != nil {
@@ -208,7 +209,7 @@ func (s *Scheduler) advance(t keyed.State, key string, budget int, emit keyed.Em
 	}
 	if len(task) > 0 { // empty: a finished task whose waiting ops did not fit the last step
 		task = append([]byte(nil), task...)
-		next, u, err := s.exec.Resume(t, s.key, task, budget, emit)
+		next, u, err := s.exec.Resume(t, s.key, task, budget, out)
 		used = u
 		if err != nil {
 			return used, false, err
@@ -248,7 +249,7 @@ func (s *Scheduler) advance(t keyed.State, key string, budget int, emit keyed.Em
 		if budget >= 0 {
 			left = budget - used
 		}
-		task, u, err := s.exec.Run(t, s.key, &s.op, left, emit)
+		task, u, err := s.exec.Run(t, s.key, &s.op, left, out)
 		used += u
 		if err != nil {
 			return used, false, err

@@ -4,6 +4,8 @@
 //	brokercost load --brokers B --input history.jsonl --prefix P
 //	brokercost run  --brokers B --cdcjoin bin/cdcjoin --config job.yaml --prefix P \
 //	                --broker-pid PID --log-dir DIR [--restart]
+//	brokercost kstreams --brokers B --peer-dir bench/peers/kstreams --users P.users --domains P.domains \
+//	                --broker-pid PID [--guarantee exactly_once_v2] [--expect final.jsonl]
 //
 // load writes a replay file (`cdcjoin bench --write-history`) to the
 // topics P.users and P.domains (created with the file's partition count).
@@ -16,6 +18,15 @@
 // what cdcjoin wrote (its internal topics). With --restart it then stops
 // cdcjoin (SIGTERM), starts it again on the same state and prints how long
 // /readyz took to answer 200.
+//
+// kstreams runs the Kafka Streams peer's foreign-key join (FkJoinPeer of
+// bench/peers/kstreams, built there with mvn -q package) on the same
+// topics, as a fresh application, waits until it has committed the end of
+// every topic it consumes (the sources and its subscription topics; ends
+// as read_committed consumers see them), prints the same figures (the
+// peer's CPU read from /proc when it caught up), stops it, and with
+// --expect compares its output topic's final rows with a `cdcjoin replay
+// --final` file of the same input.
 package main
 
 import (
@@ -23,10 +34,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,7 +54,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: brokercost load|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: brokercost load|run|kstreams [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -50,6 +63,8 @@ func main() {
 		err = load(os.Args[2:])
 	case "run":
 		err = run(os.Args[2:])
+	case "kstreams":
+		err = kstreams(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -93,6 +108,20 @@ func load(args []string) error {
 		if _, err := adm.CreateTopic(ctx, n, 1, nil, name); err != nil {
 			return err
 		}
+	}
+	// A new topic's partitions may have no leader for a moment.
+	for wait := time.Now(); ; {
+		td, err := adm.ListTopics(ctx, slices.Collect(maps.Values(names))...)
+		ready := err == nil
+		for _, t := range td {
+			for _, p := range t.Partitions {
+				ready = ready && t.Err == nil && p.Err == nil && p.Leader >= 0
+			}
+		}
+		if ready || time.Since(wait) > 30*time.Second {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
 		return err
@@ -176,18 +205,8 @@ func run(args []string) error {
 		u := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		return tv(u.Utime) + tv(u.Stime), err
 	}
-	deadline := time.Now().Add(*timeout)
-	for !caughtUp(ctx, adm, cfg) {
-		select {
-		case err := <-waited:
-			return fmt.Errorf("cdcjoin run exited early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return errors.New("timed out")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitFor(waited, *timeout, func() { stop() }, func() bool { return caughtUp(ctx, adm, cfg) }); err != nil {
+		return fmt.Errorf("cdcjoin run: %w", err)
 	}
 	wall := time.Since(start).Seconds()
 	bCPU := procCPU(*brokerPid) - bCPU0
@@ -274,6 +293,25 @@ func caughtUp(ctx context.Context, adm *kadm.Client, cfg *config.Config) bool {
 		}
 	}
 	return true
+}
+
+// waitFor polls done every 100 ms until it holds; it fails when the
+// process (waited) exits first, or after timeout (then stop stops it).
+func waitFor(waited <-chan error, timeout time.Duration, stop func(), done func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		select {
+		case err := <-waited:
+			return fmt.Errorf("exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return errors.New("timed out")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

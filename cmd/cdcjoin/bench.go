@@ -60,6 +60,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		rateDur := fs.Duration("rate-duration", 15*time.Second, "length of the cdc_rate phase")
 		renames := fs.Int("storm-renames", 10, "renames of the hot parent in the storm phase")
 		gap := fs.Int("storm-gap", 5000, "cdc records between two storm renames")
+		noToast := fs.Bool("no-toast", false, "no TOAST placeholders in the workload (for systems that would store the placeholder as the value, such as a Kafka Streams peer)")
 		stormRate := fs.Float64("storm-rate", 0, "pace the storm phases at this many records/s (0: flat out; -1: the cdc_rate phase's rate)")
 		compare := fs.Bool("storm-compare", false, "run the storm once per hot-key variant, side by side (engine: without and with fair fan-out; kafka: also with salting)")
 		rounds := fs.Int("storm-rounds", 1, "with --storm-compare: alternate the variants this many times (the report shows medians)")
@@ -120,7 +121,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		o := bench.Options{
 			Workload: bench.Workload{Seed: *seed, Rows: n, ChildrenPerParent: *children, Skew: *skew, HotChildren: *hot,
 				UserPads: *upads, DomainPads: *dpads, PadBytes: *padBytes, Schema: *schema, Partitions: *parts,
-				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap, StormRate: *stormRate},
+				CDCEvents: cdcN, Rate: *rate, RateDuration: *rateDur, StormRenames: *renames, StormGap: *gap, StormRate: *stormRate, NoToast: *noToast},
 			Pipeline: *pipeline, Producers: *producers, StormCompare: *compare, StormRounds: *rounds, Instances: *instances, ClickHouse: *ch, Sweep: points, CacheMB: *cacheMB,
 			BatchEvents: *batchEv, Sync: *sync, NoRebuild: *noRebuild, BulkLoadMB: *bulkMB, MemTableMB: *memtableMB, RowCacheMB: *rowCacheMB, Linger: *linger, ProbeEvery: *probe, Dir: *out, KeepState: *keep,
 			Projection: pi, MachineNote: *note,

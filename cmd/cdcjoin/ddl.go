@@ -13,6 +13,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
@@ -112,12 +113,17 @@ func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := job.NewDecoder(cfg, spec)
+	schemas, err := job.OpenSchemas(cfg, registry.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer schemas.Close()
+	dec := job.NewDecoder(cfg, spec, schemas)
 	var types job.Types
 	var ev debezium.Event
 	errDone := errors.New("done")
 	err = engine.ReadJSONL(f, path, func(r *engine.Record) error {
-		side, ok, err := dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &ev)
+		side, ok, err := dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Headers, &ev)
 		if err != nil || !ok {
 			return nil // a sample: skip what does not help
 		}

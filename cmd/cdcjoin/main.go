@@ -31,6 +31,7 @@ func commands() []command {
 		replayCommand(),
 		runCommand(),
 		handoverCommand(),
+		switchCommand(),
 		demoCommand(),
 		ddlCommand(),
 		benchCommand(),

@@ -12,6 +12,8 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
@@ -171,6 +173,13 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		defer f.Close()
 		in = f
 	}
+	schemas, serr := job.OpenSchemas(cfg, registry.Options{})
+	if serr != nil {
+		return serr
+	}
+	defer schemas.Close()
+	defer context.AfterFunc(ctx, schemas.Close)() // an interrupt ends a wait for the registry
+	opts.Schemas = schemas
 	eng, err := engine.Open(cfg, opts)
 	if err != nil {
 		return err

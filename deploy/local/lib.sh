@@ -20,6 +20,8 @@ KAFKA_LIBS="$JARS_DIR/kafka"
 PLUGIN_PATH="$JARS_DIR/connect-plugins"
 DEBEZIUM_PLUGIN="$PLUGIN_PATH/debezium-postgres"
 POM="$REPO_DIR/deploy/maven/pom.xml"
+REGISTRY_POM="$REPO_DIR/deploy/maven/registry-pom.xml"
+APICURIO_CONVERTER="$PLUGIN_PATH/apicurio-converter"
 JAVA="${JAVA:-java}"
 
 # SCRIPT names the calling script in messages.
@@ -107,12 +109,12 @@ ensure_java() {
 	command -v mvn >/dev/null 2>&1 || apt_install maven
 }
 
-# fetch_jars PROFILE DIR: copy the runtime dependencies of the pom's PROFILE
-# into DIR, unless DIR already holds them for the current pom (marker file
-# with the pom's hash).
+# fetch_jars PROFILE DIR [POM]: copy the runtime dependencies of the pom's
+# PROFILE (default pom: $POM) into DIR, unless DIR already holds them for the
+# current pom (marker file with the pom's hash).
 fetch_jars() {
-	local profile="$1" dir="$2" hash marker
-	hash="$(sha256sum "$POM" | cut -d' ' -f1)"
+	local profile="$1" dir="$2" pom="${3:-$POM}" hash marker
+	hash="$(sha256sum "$pom" | cut -d' ' -f1)"
 	marker="$dir/.cdcjoin-pom-$profile"
 	if [ -f "$marker" ] && [ "$(cat "$marker")" = "$hash" ]; then
 		say "jars for '$profile' cached in $dir"
@@ -122,7 +124,7 @@ fetch_jars() {
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	local log="$CACHE_DIR/mvn-$profile.log"
-	if ! mvn -B -q --no-transfer-progress -f "$POM" -P "$profile" \
+	if ! mvn -B -q --no-transfer-progress -f "$pom" -P "$profile" \
 		dependency:copy-dependencies -DoutputDirectory="$dir" >"$log" 2>&1; then
 		show_tail "$log"
 		rm -rf "$dir"
@@ -131,12 +133,29 @@ fetch_jars() {
 	echo "$hash" >"$marker"
 }
 
-# ensure_jars: both jar sets (Kafka runtime, Debezium plugin).
+# ensure_jars: the jar sets (Kafka runtime, Debezium plugin, Apicurio's
+# converter plugin).
 ensure_jars() {
 	ensure_java
 	mkdir -p "$CACHE_DIR"
 	fetch_jars kafka "$KAFKA_LIBS"
 	fetch_jars debezium-postgres "$DEBEZIUM_PLUGIN"
+	ensure_converter
+}
+
+# ensure_converter: Apicurio's Avro converter as a Connect plugin. Its jar
+# has no META-INF/services manifest, which Connect's
+# plugin.discovery=service_load needs: Kafka's connect-plugin-path tool
+# writes one into the plugin directory.
+ensure_converter() {
+	fetch_jars apicurio-converter "$APICURIO_CONVERTER" "$REGISTRY_POM"
+	local marker="$APICURIO_CONVERTER/.cdcjoin-manifests"
+	[ -f "$marker" ] && return 0
+	say "writing Connect plugin manifests into $APICURIO_CONVERTER"
+	kafka_java org.apache.kafka.tools.ConnectPluginPath sync-manifests \
+		--plugin-location "$APICURIO_CONVERTER" >"$CACHE_DIR/sync-manifests.log" 2>&1 ||
+		{ show_tail "$CACHE_DIR/sync-manifests.log"; die "connect-plugin-path sync-manifests failed"; }
+	touch "$marker"
 }
 
 # require_jars: fail with a hint when `install` was not run.

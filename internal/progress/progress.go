@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -69,7 +69,7 @@ func Partition(parent string, partitions int32) int32 {
 	if n, err := strconv.ParseInt(parent, 10, 64); err == nil {
 		v = row.Int(n)
 	}
-	return keyed.Partition(row.AppendKey(nil, []row.Value{v}), partitions)
+	return keyedlog.Partition(row.AppendKey(nil, []row.Value{v}), partitions)
 }
 
 // Report renders ByPartition, one line per partition with a difference

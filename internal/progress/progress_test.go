@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
-	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -25,7 +25,7 @@ func TestByPartition(t *testing.T) {
 	if total != (Counts{Missing: 2, Extra: 1, Different: 1}) {
 		t.Fatalf("totals %+v", total)
 	}
-	p1 := keyed.Partition(row.AppendKey(nil, []row.Value{row.Int(1)}), 3)
+	p1 := keyedlog.Partition(row.AppendKey(nil, []row.Value{row.Int(1)}), 3)
 	if c := m[p1]; c == nil || c.Missing < 1 {
 		t.Fatalf("parent 1 (partition %d) missing row not counted: %+v", p1, m)
 	}

@@ -19,6 +19,7 @@ const (
 	KafkaEnv      = "CDCJOIN_KAFKA_BROKERS"   // comma-separated bootstrap brokers of a real Kafka
 	PostgresEnv   = "CDCJOIN_POSTGRES_DSN"    // postgres://… of a PostgreSQL with wal_level=logical
 	ConnectEnv    = "CDCJOIN_CONNECT_URL"     // http://host:port of Kafka Connect's REST API
+	RegistryEnv   = "CDCJOIN_REGISTRY_URL"    // a schema registry's Confluent-compatible API (Apicurio: …/apis/ccompat/v7)
 	ChdbEnv       = "CDCJOIN_CHDB_PYTHON"     // a python3 that imports chdb (a current ClickHouse, in-process)
 )
 

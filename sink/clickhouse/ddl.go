@@ -276,17 +276,23 @@ func ddlFor(cfg *config.Config, colTypes []string, srv Server) ([]string, error)
 		b.String(),
 	}
 	if ch.Mode != config.ModeChangelog {
-		cols := make([]string, len(names))
-		for i, n := range names {
-			cols[i] = quoteIdent(n)
-		}
-		// The filter is redundant where the engine has the is_deleted
-		// parameter (FINAL drops deletions there) and needed on older
-		// servers, or for a table created by one before an upgrade.
-		stmts = append(stmts, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s%s AS\nSELECT %s\nFROM %s FINAL\nWHERE %s = 0",
-			quoteIdent(ch.Database), quoteIdent(ViewName(ch)), on, strings.Join(cols, ", "), tableName(ch), colDeleted))
+		stmts = append(stmts, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s%s AS\n%s",
+			quoteIdent(ch.Database), quoteIdent(ViewName(ch)), on, liveSelect(cfg)))
 	}
 	return stmts, nil
+}
+
+// liveSelect is the query of an upsert table's live view: the latest
+// version of every row, deletions left out. The filter is redundant where
+// the engine has the is_deleted parameter (FINAL drops deletions there) and
+// needed on older servers, or for a table created by one before an upgrade.
+func liveSelect(cfg *config.Config) string {
+	names := cfg.OutputNames()
+	cols := make([]string, len(names))
+	for i, n := range names {
+		cols[i] = quoteIdent(n)
+	}
+	return fmt.Sprintf("SELECT %s\nFROM %s FINAL\nWHERE %s = 0", strings.Join(cols, ", "), tableName(cfg.ClickHouse), colDeleted)
 }
 
 // onCluster is the ON CLUSTER clause of the DDL ("" without a cluster).

@@ -3,15 +3,12 @@ package clickhouse
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,7 +86,7 @@ type Sink struct {
 	ex      *exact // delivery markers (Options.Stream); nil without
 
 	st struct {
-		batches, rows, bytes, changes, retries, errors, insertNs, maxRows atomic.Uint64
+		batches, rows, bytes, changes, retries, errors, insertNs, maxRows, widened atomic.Uint64
 	}
 }
 
@@ -118,7 +115,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		Compression:  &ch.Compression{Method: ch.CompressionLZ4},
 	}
 	if c.TLS.Enabled {
-		tc, err := tlsConfig(&c.TLS)
+		tc, err := c.TLS.ClientConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -199,29 +196,6 @@ func knownTypes(ts []row.ColumnType) bool {
 		}
 	}
 	return false
-}
-
-func tlsConfig(t *config.ClickHouseTLS) (*tls.Config, error) {
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("cdcjoin: clickhouse: tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("cdcjoin: clickhouse: tls.ca_file %s: no PEM certificates", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cdcjoin: clickhouse: tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // retry runs f until it succeeds, fails with a non-retryable error, the
@@ -439,7 +413,7 @@ func (s *Sink) Write(ctx context.Context, changes []row.Change) error {
 	if s.cur == nil {
 		s.cur = s.newBatch()
 	}
-	for i := range changes {
+	for i := 0; i < len(changes); i++ {
 		if s.cur.rows >= maxRows || s.cur.bytes >= maxBytes {
 			s.mu.Unlock()
 			if err := s.acquire(ctx); err != nil {
@@ -448,10 +422,23 @@ func (s *Sink) Write(ctx context.Context, changes []row.Change) error {
 			s.mu.Lock()
 			s.sealLocked()
 		}
+		rows := s.cur.rows
 		if err := s.cur.add(s, &changes[i]); err != nil {
-			s.fatal = err
+			var fe *fitError
+			if !errors.As(err, &fe) {
+				s.fatal = err
+				s.mu.Unlock()
+				return err
+			}
+			// A widened source column (widen.go): drop the change's
+			// partial rows, widen the column, add it again.
+			s.cur.truncate(rows)
 			s.mu.Unlock()
-			return err
+			if err := s.widen(ctx, fe); err != nil {
+				return s.setFatal(err)
+			}
+			s.mu.Lock()
+			i--
 		}
 	}
 	s.mu.Unlock()
@@ -598,10 +585,13 @@ func (s *Sink) sealLocked() {
 func (s *Sink) newBatch() *batch {
 	select {
 	case b := <-s.free:
-		return b
+		if sameTypes(b.types, s.types) {
+			return b
+		}
+		// made before a column was widened: dropped
 	default:
 	}
-	b := &batch{done: make(chan struct{}), cols: make([]column, len(s.types))}
+	b := &batch{done: make(chan struct{}), cols: make([]column, len(s.types)), types: append([]colType(nil), s.types...)}
 	for i, t := range s.types {
 		b.cols[i] = newColumn(t)
 	}
@@ -691,6 +681,14 @@ func (s *Sink) insert(ctx context.Context, b *batch) error {
 	if err != nil {
 		return err
 	}
+	server := make([]string, 0, len(b.cols))
+	for _, c := range bt.Columns() {
+		server = append(server, string(c.Type()))
+	}
+	if err := s.adapt(ctx, b, server); err != nil {
+		bt.Abort()
+		return err
+	}
 	n := len(b.cols)
 	for i, c := range b.cols {
 		if err := bt.Column(i).Append(c.data()); err != nil {
@@ -724,6 +722,18 @@ func (s *Sink) insert(ctx context.Context, b *batch) error {
 	return nil
 }
 
+func sameTypes(a, b []colType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].name != b[i].name {
+			return false
+		}
+	}
+	return true
+}
+
 type rowKey struct{ pk, ck string }
 
 // batch is a columnar buffer of rows: the select columns, then the hidden
@@ -731,6 +741,7 @@ type rowKey struct{ pk, ck string }
 // its worker reads it.
 type batch struct {
 	cols    []column
+	types   []colType // the columns' types (the table's when the batch was made)
 	pk, ck  []string
 	ver     []uint64
 	sign    []int8
@@ -744,6 +755,29 @@ type batch struct {
 	done    chan struct{} // closed when the batch is finished
 	marker  uint64        // its delivery marker's version (exact.go); 0: none
 	skip    bool          // landed before: not sent (a replayed batch)
+}
+
+// truncate drops the rows from n on (a change whose values did not fit).
+func (b *batch) truncate(n int) {
+	if n >= b.rows {
+		return
+	}
+	for _, c := range b.cols {
+		c.truncate(n)
+	}
+	for k, i := range b.index {
+		if i >= n {
+			delete(b.index, k)
+		}
+	}
+	b.pk, b.ck, b.ver = b.pk[:n], b.ck[:n], b.ver[:n]
+	if len(b.sign) > n {
+		b.sign = b.sign[:n]
+	}
+	if len(b.deleted) > n {
+		b.deleted = b.deleted[:n]
+	}
+	b.rows = n
 }
 
 func (b *batch) reset() {
@@ -850,7 +884,12 @@ func (b *batch) appendSigned(s *Sink, vals []row.Value, pk, ck string, sign int8
 func (b *batch) putValues(s *Sink, row int, vals []row.Value, pk, ck string) error {
 	for i := range vals {
 		if err := b.cols[i].put(row, vals[i]); err != nil {
-			return fmt.Errorf("cdcjoin: clickhouse: column %s (%s), row key (%s | %s): %w", s.names[i], s.types[i].name, pk, ck, err)
+			if row == b.rows {
+				for j := 0; j < i; j++ {
+					b.cols[j].truncate(row)
+				}
+			}
+			return &fitError{col: i, v: vals[i], err: fmt.Errorf("cdcjoin: clickhouse: column %s (%s), row key (%s | %s): %w", s.names[i], b.types[i].name, pk, ck, err)}
 		}
 		if row == b.rows {
 			b.bytes += valueSize(&vals[i])

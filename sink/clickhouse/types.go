@@ -152,6 +152,11 @@ type column interface {
 	// data returns the slice for driver.BatchColumn.Append; valid until reset.
 	data() any
 	reset()
+	// truncate drops the rows from n on.
+	truncate(n int)
+	// value returns row i as a row.Value again (to move a batch to a
+	// widened column type); ok=false for types that cannot be read back.
+	value(i int) (row.Value, bool)
 }
 
 type typed[T any] struct {
@@ -159,7 +164,31 @@ type typed[T any] struct {
 	nulls    []bool
 	nullable bool
 	conv     func(row.Value) (T, error)
+	back     func(T) row.Value // nil: not readable back
 	ptrs     []*T
+}
+
+func (c *typed[T]) truncate(n int) {
+	if n < len(c.vals) {
+		var zero T
+		for i := n; i < len(c.vals); i++ {
+			c.vals[i] = zero
+		}
+		c.vals = c.vals[:n]
+		if c.nullable {
+			c.nulls = c.nulls[:n]
+		}
+	}
+}
+
+func (c *typed[T]) value(i int) (row.Value, bool) {
+	if c.nullable && c.nulls[i] {
+		return row.Value{}, true
+	}
+	if c.back == nil {
+		return row.Value{}, false
+	}
+	return c.back(c.vals[i]), true
 }
 
 var errNull = fmt.Errorf("NULL in a non-Nullable column")
@@ -281,6 +310,19 @@ func setAt[E any](s []E, i int, v E) []E {
 	return s
 }
 
+func (c *arrayOf[T]) truncate(n int) {
+	if c.nullable && n < len(c.ptrs) {
+		clear(c.ptrs[n:])
+		c.ptrs = c.ptrs[:n]
+	}
+	if !c.nullable && n < len(c.vals) {
+		clear(c.vals[n:])
+		c.vals = c.vals[:n]
+	}
+}
+
+func (c *arrayOf[T]) value(int) (row.Value, bool) { return row.Value{}, false }
+
 func (c *arrayOf[T]) data() any {
 	if c.nullable {
 		return c.ptrs
@@ -307,13 +349,13 @@ func newColumn(t colType) column {
 func convertFor(t colType, array bool) column {
 	switch t.base {
 	case tInt8:
-		return buffer(t, array, intConv[int8](math.MinInt8, math.MaxInt8))
+		return readable(buffer(t, array, intConv[int8](math.MinInt8, math.MaxInt8)), func(x int8) row.Value { return row.Int(int64(x)) })
 	case tInt16:
-		return buffer(t, array, intConv[int16](math.MinInt16, math.MaxInt16))
+		return readable(buffer(t, array, intConv[int16](math.MinInt16, math.MaxInt16)), func(x int16) row.Value { return row.Int(int64(x)) })
 	case tInt32:
-		return buffer(t, array, intConv[int32](math.MinInt32, math.MaxInt32))
+		return readable(buffer(t, array, intConv[int32](math.MinInt32, math.MaxInt32)), func(x int32) row.Value { return row.Int(int64(x)) })
 	case tInt64:
-		return buffer(t, array, intConv[int64](math.MinInt64, math.MaxInt64))
+		return readable(buffer(t, array, intConv[int64](math.MinInt64, math.MaxInt64)), row.Int)
 	case tUInt8:
 		return buffer(t, array, intConv[uint8](0, math.MaxUint8))
 	case tUInt16:
@@ -323,15 +365,15 @@ func convertFor(t colType, array bool) column {
 	case tUInt64:
 		return buffer(t, array, intConv[uint64](0, math.MaxInt64))
 	case tFloat32:
-		return buffer(t, array, float32Conv)
+		return readable(buffer(t, array, float32Conv), func(x float32) row.Value { return row.Float(float64(x)) })
 	case tFloat64:
-		return buffer(t, array, float64Conv)
+		return readable(buffer(t, array, float64Conv), row.Float)
 	case tBool:
 		return buffer(t, array, boolConv)
 	case tString:
-		return buffer(t, array, stringConv)
+		return readable(buffer(t, array, stringConv), row.String)
 	case tDecimal:
-		return buffer(t, array, decimalConv(t.prec, t.scale))
+		return readable(buffer(t, array, decimalConv(t.prec, t.scale)), row.Decimal)
 	case tUUID:
 		return buffer(t, array, uuidConv)
 	case tDate:
@@ -343,6 +385,15 @@ func convertFor(t colType, array bool) column {
 	default: // tDateTime64
 		return buffer(t, array, dateTime64Conv(t.prec))
 	}
+}
+
+// readable lets a scalar column read its values back (back), for moving a
+// batch to a widened type.
+func readable[T any](c column, back func(T) row.Value) column {
+	if t, ok := c.(*typed[T]); ok {
+		t.back = back
+	}
+	return c
 }
 
 func buffer[T any](t colType, array bool, conv func(row.Value) (T, error)) column {

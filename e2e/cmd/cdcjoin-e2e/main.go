@@ -30,7 +30,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -57,6 +59,11 @@ type options struct {
 	size                                        e2e.Size
 	kill, negative                              bool
 	timeout                                     time.Duration
+	// Avro: the connectors write through the schema registry (Apicurio's
+	// AvroConverter, Confluent-compatible), the configs read format avro.
+	format, registryScript string
+	alter                  string // schema changes applied during the workload
+	registryOutage         time.Duration
 }
 
 func main() {
@@ -80,6 +87,10 @@ func main() {
 	flag.BoolVar(&o.kill, "kill", true, "kill -9 and restart cdcjoin in the middle of the workload")
 	flag.BoolVar(&o.negative, "negative", true, "run the negative control after the comparisons")
 	flag.DurationVar(&o.timeout, "timeout", 8*time.Minute, "overall deadline")
+	flag.StringVar(&o.alter, "alter", "deploy/local/e2e-alter.sql", "source schema changes (ALTER TABLE and DML) applied after cdcjoin restarted (empty: none; statements on the type tables only when every typed config reads schemas)")
+	flag.StringVar(&o.format, "format", "json", "json, or avro: Debezium writes Avro through the schema registry of CDCJOIN_REGISTRY_URL (Apicurio's AvroConverter in Confluent-compatible mode)")
+	flag.StringVar(&o.registryScript, "registry-script", "deploy/local/registry.sh", "the registry's control script (-format avro: stopped and started for the outage)")
+	flag.DurationVar(&o.registryOutage, "registry-outage", 30*time.Second, "-format avro: how long the registry is down while cdcjoin restarts after the kill (0: no outage)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -259,7 +270,13 @@ func run(ctx context.Context, o options) (err error) {
 	logf("prepared database %s (base load: %d rows) in %v", o.db, rep.sourceRows, time.Since(t0).Round(time.Millisecond))
 
 	// --- connector and cdcjoin ---
-	w, err := e2e.NewWatcher(strings.Split(brokers, ","), append(append([]string(nil), src...), typedSrc...), keyedTopics)
+	registryURL := ""
+	if o.format == "avro" {
+		if registryURL, err = env("CDCJOIN_REGISTRY_URL"); err != nil {
+			return err
+		}
+	}
+	w, err := e2e.NewWatcherRegistry(strings.Split(brokers, ","), append(append([]string(nil), src...), typedSrc...), keyedTopics, registryURL)
 	if err != nil {
 		return err
 	}
@@ -281,6 +298,21 @@ func run(ctx context.Context, o options) (err error) {
 				"table.include.list": "public.type_parents,public.type_children",
 				"key.converter":      "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
 				"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false"})
+		}
+	}
+	if o.format == "avro" {
+		native := strings.Replace(registryURL, "/apis/ccompat/v7", "/apis/registry/v2", 1)
+		for _, over := range connectors {
+			for _, side := range []string{"key", "value"} {
+				c := side + ".converter"
+				over[c] = "io.apicurio.registry.utils.converter.AvroConverter"
+				over[c+".apicurio.registry.url"] = native
+				over[c+".apicurio.registry.auto-register"] = "true"
+				over[c+".apicurio.registry.find-latest"] = "true"
+				over[c+".apicurio.registry.as-confluent"] = "true"
+				over[c+".apicurio.registry.use-id"] = "contentId"
+				over[c+".apicurio.registry.headers.enabled"] = "false"
+			}
 		}
 	}
 	for i, over := range connectors {
@@ -390,6 +422,12 @@ func run(ctx context.Context, o options) (err error) {
 	if _, err := apply(typedTxs[half:]...); err != nil {
 		return err
 	}
+	var outage func() error
+	if o.kill && o.format == "avro" && o.registryOutage > 0 {
+		if outage, err = registryDown(ctx, o, allJobs, rep); err != nil {
+			return err
+		}
+	}
 	if o.kill {
 		for _, j := range allJobs {
 			if err := j.proc.Start(); err != nil {
@@ -397,6 +435,36 @@ func run(ctx context.Context, o options) (err error) {
 			}
 		}
 		logf("restarted every cdcjoin")
+	}
+	if outage != nil {
+		if err := outage(); err != nil {
+			return err
+		}
+	}
+	if o.alter != "" {
+		alters, err := e2e.Statements(o.alter)
+		if err != nil {
+			return err
+		}
+		// A typed job reading records without a schema declares its
+		// types: widening the type tables would need the operator to update
+		// them first (README, Source schema changes). Their changes run
+		// only when every typed job reads schemas (the Avro pass).
+		declared := false
+		for _, j := range typedJobs {
+			declared = declared || len(j.cfg.Parent.Types) > 0
+		}
+		var applied []e2e.Tx
+		for _, tx := range alters {
+			if strings.Contains(tx.Stmts[0].SQL, "type_parents") && (len(typedJobs) == 0 || declared) {
+				continue
+			}
+			applied = append(applied, tx)
+		}
+		if _, err := apply(applied...); err != nil {
+			return err
+		}
+		logf("schema changes: %d statements of %s", len(applied), o.alter)
 	}
 	if _, err := apply(wl.Random(n - n*2/5 - n/5)...); err != nil {
 		return err
@@ -620,4 +688,53 @@ func compareUntilEqual(ctx context.Context, pg *e2e.Postgres, ch *e2e.ClickHouse
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// registryDown stops the schema registry (with every cdcjoin killed, so
+// the restarted ones have no schema cached) and returns the rest of the
+// outage, to run once cdcjoin was restarted: it requires every job's
+// /readyz to say that it waits for the registry, keeps the registry down
+// for -registry-outage, and starts it again.
+func registryDown(ctx context.Context, o options, jobs []*job, rep *report) (func() error, error) {
+	if out, err := exec.CommandContext(ctx, o.registryScript, "down").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("cdcjoin: e2e: %s down: %v: %s", o.registryScript, err, out)
+	}
+	down := time.Now()
+	logf("schema registry stopped")
+	return func() error {
+		for _, j := range jobs {
+			addr := j.cfg.Kafka.MetricsAddr
+			if addr == "" {
+				continue
+			}
+			var reason string
+			err := waitFor(ctx, "/readyz of "+j.cfg.Name+" naming the registry", o.registryOutage+time.Minute, func() (bool, error) {
+				code, body, err := e2e.Probe(ctx, addr, "/readyz")
+				if err != nil {
+					return false, nil // not listening yet
+				}
+				reason = body
+				return code == http.StatusServiceUnavailable && strings.Contains(body, "schema registry"), nil
+			})
+			if err != nil {
+				return fmt.Errorf("%w (last /readyz: %q)", err, reason)
+			}
+			logf("%s /readyz while the registry is down: %s", j.cfg.Name, strings.TrimSpace(reason))
+			rep.registryReasons = append(rep.registryReasons, j.cfg.Name+": "+strings.TrimSpace(reason))
+		}
+		if d := o.registryOutage - time.Since(down); d > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		out, err := exec.CommandContext(ctx, o.registryScript, "up").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("cdcjoin: e2e: %s up: %v: %s", o.registryScript, err, out)
+		}
+		rep.registryOutage = time.Since(down)
+		logf("schema registry up again after %v", rep.registryOutage.Round(time.Second))
+		return nil
+	}, nil
 }

@@ -20,6 +20,9 @@ type report struct {
 	ops                   map[string]int
 	outputRows            []string
 	peaks                 peaks
+	// -format avro: the registry outage and what /readyz said meanwhile
+	registryOutage  time.Duration
+	registryReasons []string
 }
 
 type peaks struct {
@@ -49,6 +52,12 @@ e2e report
 `, r.sourceRows, r.sourceTxs, total, strings.Join(ops, " "), strings.Join(r.outputRows, " "),
 		r.workload.Round(time.Millisecond), r.converge.Round(time.Millisecond), r.nudges,
 		r.peaks.keying, r.peaks.join, r.peaks.samples, r.peaks.metric, r.total.Round(time.Millisecond))
+	if r.registryOutage > 0 {
+		fmt.Printf("  registry outage      %v while cdcjoin restarted; /readyz meanwhile:\n", r.registryOutage.Round(time.Second))
+		for _, reason := range r.registryReasons {
+			fmt.Printf("                       %s\n", reason)
+		}
+	}
 }
 
 // sampler polls consumer-group lags and cdcjoin's lag metric; run is owned

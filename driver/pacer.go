@@ -1,14 +1,23 @@
-package skew
+package driver
 
-import "time"
+import (
+	"time"
 
-// Pacer shares a goroutine's time between the inputs it applies and the
-// fan-outs in progress: each unit of time spent on inputs (Earn) buys as
-// much time for fan-out steps (Spend), so while both have work each gets
-// about half, and a fan-out of millions of rows delays other keys' inputs
-// by at most a factor of about two (plus one step). Time is the driver's
-// (now), never read inside the join. The zero Pacer needs Now set. Not
-// safe for concurrent use.
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
+)
+
+// Pacer shares a driver goroutine's time between the messages it steps and
+// its operator's work in progress: each unit of time spent on messages
+// (Earn) buys as much time for Advance (Spend, Work), so while both have
+// work each gets about half, and a fan-out of millions of rows delays other
+// keys' inputs by at most a factor of about two (plus one step). Time is
+// the driver's (Now), never read inside an operator. The zero Pacer needs
+// Now set. Not safe for concurrent use.
+//
+// Time-shared steps are not a function of the input: a driver whose sink
+// must see a replayed batch's changes in the same order (a sink.Positioned)
+// drains instead (Drain after every message).
 type Pacer struct {
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
@@ -52,4 +61,13 @@ func (p *Pacer) Spend(quantum time.Duration, busy func() bool, step func() error
 		p.credit = 0 // no saving up while there is nothing to pay for
 	}
 	return nil
+}
+
+// Work advances op's runnable work in steps of budget units for as long as
+// the pacer allows (at least quantum: see Spend).
+func (p *Pacer) Work(op Operator, t keyed.State, budget int, quantum time.Duration, out keyedlog.Out) error {
+	return p.Spend(quantum, op.Runnable, func() error {
+		_, err := op.Advance(t, budget, out)
+		return err
+	})
 }

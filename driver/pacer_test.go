@@ -1,10 +1,10 @@
-package skew_test
+package driver_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/cdcjoin/cdcjoin/skew"
+	"github.com/cdcjoin/cdcjoin/driver"
 )
 
 // TestPacer: steps get as much time as inputs earned (overdrawing by at
@@ -12,7 +12,7 @@ import (
 // there is no work.
 func TestPacer(t *testing.T) {
 	now := time.Unix(0, 0)
-	p := skew.Pacer{Now: func() time.Time { return now }}
+	p := driver.Pacer{Now: func() time.Time { return now }}
 	work := 100
 	busy := func() bool { return work > 0 }
 	step := func() error { now = now.Add(3 * time.Millisecond); work--; return nil }

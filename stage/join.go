@@ -1,0 +1,530 @@
+package stage
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/plan"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// Side names a stage's input.
+type Side byte
+
+// Sides of a stage.
+const (
+	L Side = 'L'
+	R Side = 'R'
+)
+
+func (s Side) other() Side {
+	if s == L {
+		return R
+	}
+	return L
+}
+
+// Unmatchable is the position key of a row that can never match.
+const Unmatchable = 0xFE
+
+// Input is one keyed change of a side's row: where the row lives now
+// (Key: its join key, or []byte{Unmatchable}), its identity and, for an
+// upsert, its row and whether it may match (its key has no NULL and its
+// match condition is TRUE; a row at Unmatchable never matches).
+type Input struct {
+	Delete    bool
+	Key       []byte
+	ID        []byte
+	Row       []row.Value
+	Matchable bool
+}
+
+// Delta is one change of a row: a base row (Keyer), or an output row of a
+// stage (Join, Materializer). Upsert: the row ID now has Row; Prev is its
+// previous values when it existed (nil: a new row). Retract: ID no longer
+// exists; Row are the values it was last emitted with. The slices are
+// valid only during the emit call that received it.
+type Delta struct {
+	Op                   row.ChangeOp
+	ID                   []byte
+	Row, Prev            []row.Value
+	Version, PrevVersion uint64
+}
+
+// Emit receives one Delta; an error aborts the call that emitted it.
+type Emit func(*Delta) error
+
+// Stats counts what a Join did.
+type Stats struct {
+	Inputs, Upserts, Retractions, NoOps uint64
+	MaxFanOut                           uint64
+}
+
+// Join is one stage of a plan. Not safe for concurrent use (it holds
+// scratch buffers); any number of Joins may share a plan.
+type Join struct {
+	st    *plan.Stage
+	n     byte
+	Stats Stats
+
+	padL, padR bool
+	nullID     [3][]byte // by Side: the identity of a padded side
+
+	old, orec  record
+	key, key2  []byte
+	outID      []byte
+	out, prev  []row.Value
+	enc        []byte
+	delta      Delta
+	fan        uint64
+	scanPrefix []byte
+}
+
+type record struct {
+	matchable bool
+	version   uint64
+	row       []row.Value
+}
+
+// NewJoin returns the operator of stage st.
+func NewJoin(st *plan.Stage) *Join {
+	j := &Join{st: st, n: byte(st.N)}
+	j.padL = st.Kind == plan.Left || st.Kind == plan.Full
+	j.padR = st.Kind == plan.Right || st.Kind == plan.Full
+	for _, s := range []Side{L, R} {
+		nulls := make([]row.Value, len(j.side(s).ID))
+		j.nullID[j.slot(s)] = row.AppendKey(nil, nulls)
+	}
+	return j
+}
+
+func (j *Join) slot(s Side) int {
+	if s == L {
+		return 1
+	}
+	return 2
+}
+
+func (j *Join) side(s Side) *plan.Side {
+	if s == L {
+		return &j.st.L
+	}
+	return &j.st.R
+}
+
+func (j *Join) pads(s Side) bool {
+	if s == L {
+		return j.padL
+	}
+	return j.padR
+}
+
+// rowKey builds 's' n 'r' key side id in dst.
+func (j *Join) rowKey(dst, key []byte, s Side, id []byte) []byte {
+	dst = append(append(dst[:0], 's', j.n, 'r'), key...)
+	return append(append(dst, byte(s)), id...)
+}
+
+func (j *Join) padKey(dst, key []byte, s Side) []byte {
+	return append(append(append(dst[:0], 's', j.n, 'p'), key...), byte(s))
+}
+
+func appendRecord(dst []byte, r *record) []byte {
+	flags := byte(0)
+	if r.matchable {
+		flags = 1
+	}
+	dst = binary.AppendUvarint(append(dst, flags), r.version)
+	return row.AppendRow(dst, r.row)
+}
+
+func decodeRecord(v []byte, r *record) error {
+	if len(v) < 2 {
+		return fmt.Errorf("%w: stage record", row.ErrCorrupt)
+	}
+	r.matchable = v[0]&1 == 1
+	ver, n := binary.Uvarint(v[1:])
+	if n <= 0 {
+		return fmt.Errorf("%w: stage record version", row.ErrCorrupt)
+	}
+	r.version = ver
+	var err error
+	r.row, err = row.DecodeRow(r.row[:0], v[1+n:])
+	return err
+}
+
+func (j *Join) read(kv KV, key []byte, s Side, id []byte, r *record) (bool, error) {
+	j.key = j.rowKey(j.key, key, s, id)
+	v, ok, err := kv.Get(j.key)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, decodeRecord(v, r)
+}
+
+func (j *Join) padEpoch(kv KV, key []byte, s Side) (uint64, error) {
+	j.key2 = j.padKey(j.key2, key, s)
+	v, ok, err := kv.Get(j.key2)
+	if !ok || err != nil {
+		return 0, err
+	}
+	x, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, fmt.Errorf("%w: stage pad epoch", row.ErrCorrupt)
+	}
+	return x, nil
+}
+
+func (j *Join) setPadEpoch(kv KV, key []byte, s Side, v uint64) error {
+	j.key2 = j.padKey(j.key2, key, s)
+	return kv.Put(j.key2, binary.AppendUvarint(nil, v))
+}
+
+// anyMatchable reports whether side s has a matchable row at key other
+// than except.
+func (j *Join) anyMatchable(kv KV, key []byte, s Side, except []byte) (bool, error) {
+	if key[0] == Unmatchable {
+		return false, nil
+	}
+	prefix := j.rowKey(nil, key, s, nil)
+	found := false
+	err := kv.Scan(prefix, nil, func(k, v []byte) error {
+		if v[0]&1 == 1 && string(k[len(prefix):]) != string(except) {
+			found = true
+			return ErrStop
+		}
+		return nil
+	})
+	return found, err
+}
+
+// anyRow reports whether side s has any row at key.
+func (j *Join) anyRow(kv KV, key []byte, s Side) (bool, error) {
+	prefix := j.rowKey(nil, key, s, nil)
+	found := false
+	err := kv.Scan(prefix, nil, func([]byte, []byte) error {
+		found = true
+		return ErrStop
+	})
+	return found, err
+}
+
+// eachMatchable streams side s's matchable rows at key, each decoded into
+// j.orec with its identity (copied: fn may emit).
+func (j *Join) eachMatchable(kv KV, key []byte, s Side, fn func(id []byte) error) error {
+	if key[0] == Unmatchable {
+		return nil
+	}
+	prefix := j.rowKey(nil, key, s, nil)
+	return kv.Scan(prefix, nil, func(k, v []byte) error {
+		if v[0]&1 == 0 {
+			return nil
+		}
+		id := append([]byte(nil), k[len(prefix):]...)
+		if err := decodeRecord(v, &j.orec); err != nil {
+			return err
+		}
+		return fn(id)
+	})
+}
+
+// Apply applies one input of side s with version. Versions must increase
+// from one call to the next on the same state.
+func (j *Join) Apply(kv KV, s Side, in *Input, version uint64, emit Emit) error {
+	j.Stats.Inputs++
+	j.fan = 0
+	var err error
+	if in.Delete {
+		err = j.delete(kv, s, in.Key, in.ID, version, emit)
+	} else {
+		err = j.upsert(kv, s, in, version, emit)
+	}
+	if j.fan == 0 {
+		j.Stats.NoOps++
+	}
+	j.Stats.MaxFanOut = max(j.Stats.MaxFanOut, j.fan)
+	return err
+}
+
+func (j *Join) upsert(kv KV, s Side, in *Input, v uint64, emit Emit) error {
+	o := s.other()
+	padS, padO := j.pads(s), j.pads(o)
+	had, err := j.read(kv, in.Key, s, in.ID, &j.old)
+	if err != nil {
+		return err
+	}
+	if had && j.old.matchable == in.Matchable && equalRows(j.old.row, in.Row) {
+		return nil
+	}
+	if !had {
+		j.old.row = j.old.row[:0]
+	}
+	oldM, newM := had && j.old.matchable, in.Matchable
+	var others bool
+	if oldM != newM {
+		if others, err = j.anyMatchable(kv, in.Key, s, in.ID); err != nil {
+			return err
+		}
+	}
+	firstS := newM && !oldM && !others
+	lastS := oldM && !newM && !others
+	oExists := false
+	if newM || oldM {
+		var padEpochO uint64
+		epochRead := false
+		err = j.eachMatchable(kv, in.Key, o, func(oid []byte) error {
+			oExists = true
+			switch {
+			case newM && oldM:
+				return j.emitJoined(emit, s, row.Upsert, in.ID, in.Row, j.old.row, oid, in.Key, v, max(j.old.version, j.orec.version))
+			case newM:
+				if firstS && padO {
+					if !epochRead {
+						if padEpochO, err = j.padEpoch(kv, in.Key, o); err != nil {
+							return err
+						}
+						epochRead = true
+					}
+					if err := j.emitPad(emit, o, row.Retract, oid, j.orec.row, nil, in.Key, v, max(j.orec.version, padEpochO)); err != nil {
+						return err
+					}
+				}
+				return j.emitJoined(emit, s, row.Upsert, in.ID, in.Row, nil, oid, in.Key, v, 0)
+			default: // oldM: the row stops matching here
+				if err := j.emitJoined(emit, s, row.Retract, in.ID, j.old.row, nil, oid, in.Key, v, max(j.old.version, j.orec.version)); err != nil {
+					return err
+				}
+				if lastS && padO {
+					return j.emitPad(emit, o, row.Upsert, oid, j.orec.row, nil, in.Key, v, 0)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if lastS && padO && oExists {
+			if err := j.setPadEpoch(kv, in.Key, o, v); err != nil {
+				return err
+			}
+		}
+	}
+	if padS {
+		before := had && !(oldM && oExists)
+		after := !(newM && oExists)
+		var prevVer uint64
+		if before {
+			prevVer = j.old.version
+			if oldM {
+				e, err := j.padEpoch(kv, in.Key, s)
+				if err != nil {
+					return err
+				}
+				prevVer = max(prevVer, e)
+			}
+		}
+		switch {
+		case before && after:
+			err = j.emitPad(emit, s, row.Upsert, in.ID, in.Row, j.old.row, in.Key, v, prevVer)
+		case before:
+			err = j.emitPad(emit, s, row.Retract, in.ID, j.old.row, nil, in.Key, v, prevVer)
+		case after:
+			err = j.emitPad(emit, s, row.Upsert, in.ID, in.Row, nil, in.Key, v, 0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	j.enc = appendRecord(j.enc[:0], &record{matchable: newM, version: v, row: in.Row})
+	j.key = j.rowKey(j.key, in.Key, s, in.ID)
+	return kv.Put(j.key, j.enc)
+}
+
+func (j *Join) delete(kv KV, s Side, key, id []byte, v uint64, emit Emit) error {
+	o := s.other()
+	padS, padO := j.pads(s), j.pads(o)
+	had, err := j.read(kv, key, s, id, &j.old)
+	if err != nil || !had {
+		return err
+	}
+	j.key = j.rowKey(j.key, key, s, id)
+	if err := kv.Delete(j.key); err != nil {
+		return err
+	}
+	oExists := false
+	if j.old.matchable {
+		others, err := j.anyMatchable(kv, key, s, nil)
+		if err != nil {
+			return err
+		}
+		last := !others
+		err = j.eachMatchable(kv, key, o, func(oid []byte) error {
+			oExists = true
+			if err := j.emitJoined(emit, s, row.Retract, id, j.old.row, nil, oid, key, v, max(j.old.version, j.orec.version)); err != nil {
+				return err
+			}
+			if last && padO {
+				return j.emitPad(emit, o, row.Upsert, oid, j.orec.row, nil, key, v, 0)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if last && padO && oExists {
+			if err := j.setPadEpoch(kv, key, o, v); err != nil {
+				return err
+			}
+		}
+	}
+	if padS && !(j.old.matchable && oExists) {
+		prevVer := j.old.version
+		if j.old.matchable {
+			e, err := j.padEpoch(kv, key, s)
+			if err != nil {
+				return err
+			}
+			prevVer = max(prevVer, e)
+		}
+		if err := j.emitPad(emit, s, row.Retract, id, j.old.row, nil, key, v, prevVer); err != nil {
+			return err
+		}
+	}
+	if padS && key[0] != Unmatchable {
+		if any, err := j.anyRow(kv, key, s); err != nil {
+			return err
+		} else if !any {
+			j.key2 = j.padKey(j.key2, key, s)
+			return kv.Delete(j.key2)
+		}
+	}
+	return nil
+}
+
+// Clear deletes every row of side s (a truncate of its table), emitting
+// what each delete would.
+func (j *Join) Clear(kv KV, s Side, version uint64, emit Emit) error {
+	return j.scanRows(kv, func(key []byte, side Side, id, _ []byte) error {
+		if side != s {
+			return nil
+		}
+		return j.delete(kv, s, key, id, version, emit)
+	})
+}
+
+// scanRows streams every row of the stage, its key, side and identity
+// (copies) split from its state key, and its stored value.
+func (j *Join) scanRows(kv KV, fn func(key []byte, s Side, id, value []byte) error) error {
+	prefix := []byte{'s', j.n, 'r'}
+	nk := len(j.st.L.Key)
+	return kv.Scan(prefix, nil, func(k, v []byte) error {
+		rest := k[len(prefix):]
+		jl := 1
+		if rest[0] != Unmatchable {
+			_, n, err := row.DecodeKey(nil, rest, nk)
+			if err != nil {
+				return err
+			}
+			jl = n
+		}
+		if len(rest) <= jl {
+			return fmt.Errorf("%w: stage row key", row.ErrCorrupt)
+		}
+		key := append([]byte(nil), rest[:jl]...)
+		id := append([]byte(nil), rest[jl+1:]...)
+		return fn(key, Side(rest[jl]), id, v)
+	})
+}
+
+// emitJoined emits a change of the joined row of s's row (sid, srow, or
+// sprev as its previous values) with the other side's row in j.orec (oid).
+func (j *Join) emitJoined(emit Emit, s Side, op row.ChangeOp, sid []byte, srow, sprev []row.Value, oid, key []byte, v, prevVer uint64) error {
+	lid, lrow, lprev, rid, rrow, rprev := sid, srow, sprev, oid, j.orec.row, j.orec.row
+	if s == R {
+		lid, lrow, lprev, rid, rrow, rprev = oid, j.orec.row, j.orec.row, sid, srow, sprev
+	}
+	j.out = j.build(j.out, lrow, rrow)
+	var prev []row.Value
+	if sprev != nil {
+		j.prev = j.build(j.prev, lprev, rprev)
+		prev = j.prev
+	}
+	j.outID = append(append(j.outID[:0], lid...), rid...)
+	if j.st.TagJoined {
+		j.outID = append(j.outID, key...)
+	}
+	return j.send(emit, op, j.outID, j.out, prev, v, prevVer)
+}
+
+// emitPad emits a change of the padded row of s's row.
+func (j *Join) emitPad(emit Emit, s Side, op row.ChangeOp, sid []byte, srow, sprev []row.Value, key []byte, v, prevVer uint64) error {
+	var prev []row.Value
+	tag := j.st.TagPadL
+	if s == L {
+		j.out = j.build(j.out, srow, nil)
+		if sprev != nil {
+			j.prev = j.build(j.prev, sprev, nil)
+			prev = j.prev
+		}
+		j.outID = append(append(j.outID[:0], sid...), j.nullID[j.slot(R)]...)
+	} else {
+		tag = j.st.TagPadR
+		j.out = j.build(j.out, nil, srow)
+		if sprev != nil {
+			j.prev = j.build(j.prev, nil, sprev)
+			prev = j.prev
+		}
+		j.outID = append(append(j.outID[:0], j.nullID[j.slot(L)]...), sid...)
+	}
+	if tag {
+		if key[0] == Unmatchable {
+			j.outID = append(j.outID, Unmatchable)
+		} else {
+			j.outID = append(j.outID, key...)
+		}
+	}
+	return j.send(emit, op, j.outID, j.out, prev, v, prevVer)
+}
+
+func (j *Join) send(emit Emit, op row.ChangeOp, id []byte, vals, prev []row.Value, v, prevVer uint64) error {
+	if op == row.Upsert {
+		j.Stats.Upserts++
+	} else {
+		j.Stats.Retractions++
+	}
+	j.fan++
+	j.delta = Delta{Op: op, ID: id, Row: vals, Prev: prev, Version: v, PrevVersion: prevVer}
+	return emit(&j.delta)
+}
+
+// build fills dst with the output row of l and r (nil: padded).
+func (j *Join) build(dst, l, r []row.Value) []row.Value {
+	dst = dst[:0]
+	for _, i := range j.st.OutL {
+		if l == nil {
+			dst = append(dst, row.Value{})
+		} else {
+			dst = append(dst, l[i])
+		}
+	}
+	for _, i := range j.st.OutR {
+		if r == nil {
+			dst = append(dst, row.Value{})
+		} else {
+			dst = append(dst, r[i])
+		}
+	}
+	return dst
+}
+
+func equalRows(a, b []row.Value) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,160 @@
+package stage
+
+import (
+	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/plan"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// KeyError is an event that cannot be keyed (a NULL primary key, an
+// unsupported op): a bad record.
+type KeyError struct {
+	Table  string
+	Op     debezium.Op
+	Reason string
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("cdcjoin: cannot key %s event (op %s): %s", e.Table, e.Op, e.Reason)
+}
+
+// Keyer turns the decoded Debezium events of one FROM item's table
+// (projected to plan.Table.Columns, key columns first) into changes of its
+// rows, keeping an index primary key → last complete row in the KV
+// ('i' item pk). An update or delete never relies on `before` (REPLICA
+// IDENTITY DEFAULT leaves it out): the index has the previous row; TOAST
+// placeholders are filled from it; an update that changes nothing the
+// query reads emits nothing. Not safe for concurrent use.
+type Keyer struct {
+	item  byte
+	table *plan.Table
+	nkey  int
+
+	key, ikey []byte
+	old, vals []row.Value
+	enc       []byte
+	delta     Delta
+}
+
+// NewKeyer returns the keyer of FROM item t of p.
+func NewKeyer(p *plan.Plan, t int) *Keyer {
+	return &Keyer{item: byte(t), table: &p.Tables[t], nkey: len(p.Tables[t].Key)}
+}
+
+func (k *Keyer) indexKey(pk []byte) []byte {
+	k.ikey = append(append(k.ikey[:0], 'i', k.item), pk...)
+	return k.ikey
+}
+
+// pkOf encodes the key columns of vals (the first nkey); false when one is
+// NULL or a placeholder.
+func (k *Keyer) pkOf(dst []byte, vals []row.Value) ([]byte, bool) {
+	if len(vals) < k.nkey {
+		return dst, false
+	}
+	for _, v := range vals[:k.nkey] {
+		if v.Kind == row.KindNull || v.Kind == row.KindUnavailable {
+			return dst, false
+		}
+	}
+	return row.AppendKey(dst[:0], vals[:k.nkey]), true
+}
+
+// Key emits the changes ev makes to the table's rows (emit), or calls
+// truncate for a truncate after clearing the index. Errors are *KeyError
+// for events that cannot be keyed, the KV's, or emit's.
+func (k *Keyer) Key(kv KV, ev *debezium.Event, emit Emit, truncate func() error) error {
+	switch ev.Op {
+	case debezium.OpTruncate:
+		prefix := []byte{'i', k.item}
+		err := kv.Scan(prefix, nil, func(key, _ []byte) error { return kv.Delete(key) })
+		if err != nil {
+			return err
+		}
+		return truncate()
+	case debezium.OpCreate, debezium.OpRead, debezium.OpUpdate:
+		if !ev.After.Present {
+			return &KeyError{k.table.Name, ev.Op, "no `after` row"}
+		}
+		var ok bool
+		if k.key, ok = k.pkOf(k.key, ev.After.Values); !ok {
+			return &KeyError{k.table.Name, ev.Op, fmt.Sprintf("primary key %v is NULL in `after`", k.table.Key)}
+		}
+		if ev.Op == debezium.OpUpdate && ev.Before.Present {
+			// An update that changes the key in place (Debezium normally
+			// splits it into delete + create): the old key goes first.
+			if old, ok := k.pkOf(nil, ev.Before.Values); ok && string(old) != string(k.key) {
+				if err := k.gone(kv, old, emit); err != nil {
+					return err
+				}
+			}
+		}
+		had, err := k.load(kv, k.key)
+		if err != nil {
+			return err
+		}
+		same := had
+		k.vals = append(k.vals[:0], ev.After.Values...)
+		for i, v := range k.vals {
+			if v.Kind == row.KindUnavailable && had {
+				k.vals[i] = k.old[i]
+			}
+			if same && !k.vals[i].Equal(k.old[i]) {
+				same = false
+			}
+		}
+		if same && ev.Op == debezium.OpUpdate {
+			return nil // unprojected columns only, or a redelivery
+		}
+		k.enc = row.AppendRow(k.enc[:0], k.vals)
+		if !(same && had) {
+			if err := kv.Put(k.indexKey(k.key), k.enc); err != nil {
+				return err
+			}
+		}
+		k.delta = Delta{Op: row.Upsert, ID: k.key, Row: k.vals}
+		if had {
+			k.delta.Prev = k.old
+		}
+		return emit(&k.delta)
+	case debezium.OpDelete:
+		var pk []byte
+		var ok bool
+		if ev.Before.Present {
+			pk, ok = k.pkOf(nil, ev.Before.Values)
+		}
+		if !ok && ev.Key.Present {
+			pk, ok = k.pkOf(nil, ev.Key.Values)
+		}
+		if !ok {
+			return &KeyError{k.table.Name, ev.Op, "delete without primary key in `before` or the record key"}
+		}
+		return k.gone(kv, pk, emit)
+	}
+	return &KeyError{k.table.Name, ev.Op, "unsupported op"}
+}
+
+// load reads pk's indexed row into k.old.
+func (k *Keyer) load(kv KV, pk []byte) (bool, error) {
+	v, ok, err := kv.Get(k.indexKey(pk))
+	if !ok || err != nil {
+		return false, err
+	}
+	k.old, err = row.DecodeRow(k.old[:0], v)
+	return err == nil, err
+}
+
+// gone retracts pk's row, if indexed, and forgets it.
+func (k *Keyer) gone(kv KV, pk []byte, emit Emit) error {
+	had, err := k.load(kv, pk)
+	if err != nil || !had {
+		return err
+	}
+	if err := kv.Delete(k.indexKey(pk)); err != nil {
+		return err
+	}
+	k.delta = Delta{Op: row.Retract, ID: pk, Row: k.old}
+	return emit(&k.delta)
+}

@@ -1,0 +1,126 @@
+package stage
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cdcjoin/cdcjoin/plan"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// Materializer merges the last stage's output per output row key (the
+// keys of every table), for plans whose rows can be emitted at more than
+// one join key (plan.Plan.Materialize): there, two incarnations of one row
+// (the same row at two keys of the last stage, or of an earlier one) may
+// live at once for a while, when their changes come from different
+// partitions. It keeps every live incarnation ('m' 'i' rowkey id → row)
+// and the row it emitted ('m' 'c' rowkey → version, row), and emits the
+// first live incarnation (in identity order) whenever that changes — like
+// Flink's SinkUpsertMaterializer. Each row key is then emitted by one
+// materializer, with its versions. Not safe for concurrent use.
+type Materializer struct {
+	p        *plan.Plan
+	rk, key  []byte
+	enc      []byte
+	cur, win []row.Value
+	delta    Delta
+	have     bool
+}
+
+// NewMaterializer returns the materializer of p.
+func NewMaterializer(p *plan.Plan) *Materializer { return &Materializer{p: p} }
+
+// RowKey appends the output row key of an output row of p's last stage.
+func RowKey(dst []byte, p *plan.Plan, r []row.Value) []byte {
+	for _, i := range p.RowKey {
+		dst = row.AppendKey(dst, r[i:i+1])
+	}
+	return dst
+}
+
+// Apply applies one change of the last stage's output (an incarnation
+// d.ID of the row) with version, emitting the changes of the merged row
+// (ID: its row key).
+func (m *Materializer) Apply(kv KV, d *Delta, version uint64, emit Emit) error {
+	src := d.Row
+	m.rk = RowKey(m.rk[:0], m.p, src)
+	m.key = append(append(append(m.key[:0], 'm', 'i'), m.rk...), d.ID...)
+	var err error
+	if d.Op == row.Upsert {
+		m.enc = row.AppendRow(m.enc[:0], d.Row)
+		err = kv.Put(m.key, m.enc)
+	} else {
+		err = kv.Delete(m.key)
+	}
+	if err != nil {
+		return err
+	}
+	// The winner: the first live incarnation.
+	prefix := append([]byte{'m', 'i'}, m.rk...)
+	m.have = false
+	err = kv.Scan(prefix, nil, func(_, v []byte) error {
+		var err error
+		m.win, err = row.DecodeRow(m.win[:0], v)
+		m.have = true
+		if err != nil {
+			return err
+		}
+		return ErrStop
+	})
+	if err != nil {
+		return err
+	}
+	ckey := append([]byte{'m', 'c'}, m.rk...)
+	cv, had, err := kv.Get(ckey)
+	if err != nil {
+		return err
+	}
+	var curVer uint64
+	if had {
+		ver, n := binary.Uvarint(cv)
+		if n <= 0 {
+			return fmt.Errorf("%w: materializer row", row.ErrCorrupt)
+		}
+		curVer = ver
+		if m.cur, err = row.DecodeRow(m.cur[:0], cv[n:]); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !m.have && !had:
+		return nil
+	case !m.have:
+		if err := kv.Delete(ckey); err != nil {
+			return err
+		}
+		m.delta = Delta{Op: row.Retract, ID: m.rk, Row: m.cur, Version: version, PrevVersion: curVer}
+		return emit(&m.delta)
+	case had && equalRows(m.cur, m.win):
+		return nil
+	}
+	m.enc = row.AppendRow(binary.AppendUvarint(m.enc[:0], version), m.win)
+	if err := kv.Put(ckey, m.enc); err != nil {
+		return err
+	}
+	m.delta = Delta{Op: row.Upsert, ID: m.rk, Row: m.win, Version: version}
+	if had {
+		m.delta.Prev, m.delta.PrevVersion = m.cur, curVer
+	}
+	return emit(&m.delta)
+}
+
+// Rows streams the materialized rows (in row-key order).
+func (m *Materializer) Rows(kv KV, fn func(r []row.Value) error) error {
+	var vals []row.Value
+	return kv.Scan([]byte{'m', 'c'}, nil, func(_, v []byte) error {
+		_, n := binary.Uvarint(v)
+		if n <= 0 {
+			return fmt.Errorf("%w: materializer row", row.ErrCorrupt)
+		}
+		var err error
+		if vals, err = row.DecodeRow(vals[:0], v[n:]); err != nil {
+			return err
+		}
+		return fn(vals)
+	})
+}
