@@ -384,3 +384,16 @@ func sniff(b []byte) string {
 	}
 	return "PROTOBUF"
 }
+
+// Register registers an Avro schema under subject (the Confluent-
+// compatible API) and returns its id: for tools and tests that write Avro
+// records as a converter would.
+func (c *Client) Register(subject, schema string) (int64, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
+	defer cancel()
+	s, err := c.sr.CreateSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
+	if err != nil {
+		return 0, fmt.Errorf("cdcjoin: schema registry: register %s: %w", subject, err)
+	}
+	return int64(s.ID), nil
+}

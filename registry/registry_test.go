@@ -1,8 +1,6 @@
 package registry
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,22 +19,19 @@ import (
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
 )
 
-// register registers an Avro schema under subject in the registry's
-// Confluent-compatible API and returns its id.
+// register registers an Avro schema under subject and returns its id.
 func register(t *testing.T, compat, subject, schema string) int64 {
 	t.Helper()
-	body, _ := json.Marshal(map[string]string{"schema": schema})
-	resp, err := http.Post(compat+"/subjects/"+subject+"/versions", "application/vnd.schemaregistry.v1+json", bytes.NewReader(body))
+	c, err := New(&config.SchemaRegistry{URL: compat}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out struct{ ID int64 }
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &out) != nil || out.ID == 0 {
-		t.Fatalf("register %s: %s: %s", subject, resp.Status, b)
+	defer c.Close()
+	id, err := c.Register(subject, schema)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out.ID
+	return id
 }
 
 func TestEndpoints(t *testing.T) {

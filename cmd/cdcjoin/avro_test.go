@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +11,9 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
+	"github.com/cdcjoin/cdcjoin/registry"
 )
 
 // TestReplayAvroRegistry is the replay input contract for registry
@@ -33,20 +32,14 @@ func TestReplayAvroRegistry(t *testing.T) {
 	stamp := fmt.Sprintf("%d", time.Now().UnixNano())
 	enc := cdcgen.NewAvroEncoder()
 	n := 0
+	reg, err := registry.New(&config.SchemaRegistry{URL: url}, registry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
 	enc.Register = func(schema string) (int64, error) {
 		n++
-		body, _ := json.Marshal(map[string]string{"schema": schema})
-		resp, err := http.Post(fmt.Sprintf("%s/subjects/replay-%s-%d/versions", url, stamp, n), "application/json", bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var out struct{ ID int64 }
-		if err := json.Unmarshal(b, &out); err != nil || out.ID == 0 {
-			return 0, fmt.Errorf("%s: %s", resp.Status, b)
-		}
-		return out.ID, nil
+		return reg.Register(fmt.Sprintf("replay-%s-%d", stamp, n), schema)
 	}
 	dir := t.TempDir()
 	var jsonIn, avroIn bytes.Buffer
