@@ -70,7 +70,7 @@ func permanentKafka(err error) bool {
 		kerr.UnknownTopicID, kerr.InconsistentTopicID, kerr.InvalidTopicException,
 		kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
 		kerr.UnsupportedVersion, kerr.UnsupportedForMessageFormat, kerr.InvalidConfig, kerr.PolicyViolation,
-		kerr.InvalidTransactionTimeout, kerr.TransactionalIDNotFound,
+		kerr.InvalidTransactionTimeout, kerr.TransactionalIDNotFound, kerr.InvalidSessionTimeout,
 	} {
 		if errors.Is(err, e) {
 			return true

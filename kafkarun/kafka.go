@@ -352,6 +352,11 @@ func (w *errWindow) check(fs kgo.Fetches, stage string, m *metrics.Metrics, log 
 		return false, nil
 	}
 	m.Errors.WithLabelValues(stage, "kafka").Inc()
+	if permanentKafka(err) && !errors.Is(err, kerr.UnknownTopicID) {
+		// Retrying cannot fix it (a recreated topic is reported by the
+		// topic id watch, with what to do).
+		return true, fmt.Errorf("cdcjoin: %s: %w", stage, err)
+	}
 	log.Warn("fetch error (retrying)", "err", err)
 	if err := w.observe(err); err != nil {
 		return true, fmt.Errorf("cdcjoin: %s: errors for %v: %w", stage, persistentErrors, err)
