@@ -7,7 +7,10 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/cdcjoin ./cmd/cdcjoin \
+# cgo for the SQL front end (pg_query_go: PostgreSQL's own parser, C); linked
+# statically (pure-Go net and user lookups) so that distroless/static runs it.
+RUN CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
+      -ldflags "-s -w -linkmode external -extldflags -static -X main.version=${VERSION}" -o /out/cdcjoin ./cmd/cdcjoin \
  && mkdir -p /out/var/lib/cdcjoin
 
 FROM gcr.io/distroless/static-debian12:nonroot

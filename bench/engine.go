@@ -159,6 +159,7 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 		case <-ctx.Done():
 			return ph, ctx.Err()
 		}
+		d.eng.Install(&b.pre)
 		for k := range b.recs {
 			due := pace(t0, i, rate)
 			if err := d.eng.Apply(ctx, &b.recs[k]); err != nil {
@@ -211,8 +212,9 @@ func (d *engineDriver) phase(ctx context.Context, idx int, name string, req phas
 // decodedBatch is a source batch decoded ahead of Apply.
 type decodedBatch struct {
 	recs   []engine.Decoded
-	bytes  []int   // key + value bytes per record
-	tsMs   []int64 // per record
+	pre    joinstate.Prefetch // read ahead for recs (engine.Warmer)
+	bytes  []int              // key + value bytes per record
+	tsMs   []int64            // per record
 	last   bool
 	genCPU float64
 }
@@ -261,9 +263,9 @@ func (d *engineDriver) decodeAhead(ctx context.Context) *aheadQueue {
 				r := &b.recs[k]
 				er := engine.Record{Topic: r.topic, Partition: r.partition, Offset: r.offset, Key: r.key, Value: r.val}
 				engine.Decode(dec, &er, &db.recs[k])
-				wm.Warm(&db.recs[k])
 				db.bytes[k], db.tsMs[k] = len(r.key)+len(r.val), r.tsMs
 			}
+			wm.Warm(db.recs, &db.pre)
 			db.last, db.genCPU = b.last, b.genCPU
 			d.src.recycle(b)
 			select {

@@ -20,6 +20,12 @@ type HistoryOptions struct {
 	Ops  int
 	// Schema is "off" (default), "on" or "mixed".
 	Schema string
+	// Users and Domains are the snapshot's sizes (0: cdcgen's defaults,
+	// 200 and 400).
+	Users, Domains int
+	// Peers leaves out what the peer systems cannot read (see RunPeers):
+	// truncates and TOAST placeholders.
+	Peers bool
 }
 
 // HistoryInfo describes a written history (also written as history.json).
@@ -28,6 +34,9 @@ type HistoryInfo struct {
 	Seed      int64        `json:"seed"`
 	Ops       int          `json:"ops"`
 	Schema    string       `json:"schema"`
+	Users     int          `json:"users,omitempty"`
+	Domains   int          `json:"domains,omitempty"`
+	Peers     bool         `json:"peers,omitempty"`
 	Records   int          `json:"records"`
 	Bytes     int64        `json:"bytes"`
 	Truncates int          `json:"truncates"`
@@ -45,7 +54,7 @@ type HistoryInfo struct {
 // command is recorded in history.json. Memory: the final tables (not the
 // history) are held to compute the expected rows.
 func WriteHistory(dir string, o HistoryOptions, command string) (HistoryInfo, error) {
-	info := HistoryInfo{Command: command, Seed: o.Seed, Ops: o.Ops, Schema: o.Schema}
+	info := HistoryInfo{Command: command, Seed: o.Seed, Ops: o.Ops, Schema: o.Schema, Users: o.Users, Domains: o.Domains, Peers: o.Peers}
 	if o.Ops <= 0 {
 		return info, fmt.Errorf("cdcjoin: bench: history needs a positive number of operations (got %d)", o.Ops)
 	}
@@ -58,6 +67,15 @@ func WriteHistory(dir string, o HistoryOptions, command string) (HistoryInfo, er
 	}
 	opts := cdcgen.DefaultOptions(o.Seed)
 	opts.Ops, opts.SchemaMode = o.Ops, mode
+	if o.Users > 0 {
+		opts.Users = o.Users
+	}
+	if o.Domains > 0 {
+		opts.Domains = o.Domains
+	}
+	if o.Peers {
+		opts.Mix.TruncateUsers, opts.Mix.TruncateDomains, opts.Toast = 0, 0, 0
+	}
 	g, err := cdcgen.NewGenerator(opts)
 	if err != nil {
 		return info, err

@@ -43,6 +43,10 @@ type PeerOptions struct {
 	// DBSP's storage (batches of 10 MiB and more spill to disk).
 	DBSPStep     int
 	DBSPInMemory bool
+	// Input, if set, are replay files to compare on instead of a generated
+	// workload (a `--write-history --history-peers` history: without
+	// truncates and TOAST placeholders, which the peers cannot read).
+	Input []string
 }
 
 // PeerComparison is report.json's "peer_comparison": cdcjoin's replay
@@ -51,17 +55,19 @@ type PeerComparison struct {
 	// Records is the number of input Kafka records (snapshot + cdc + storm
 	// files; tombstones included, latency probes not generated): the
 	// numerator of every records/s figure.
-	Records      int64        `json:"records"`
-	Rows         int64        `json:"rows"`
-	Tombstones   int64        `json:"tombstones"`
-	FilledBefore int64        `json:"filled_before"`
-	InputBytes   int64        `json:"input_bytes"`
-	PeerBytes    int64        `json:"peer_input_bytes"`
-	FinalRows    int64        `json:"final_rows,omitempty"`
-	Rounds       int          `json:"rounds"`
-	Systems      []PeerSystem `json:"systems"`
-	Runs         []PeerRun    `json:"runs"`
-	Checks       []PeerCheck  `json:"checks,omitempty"`
+	Records      int64 `json:"records"`
+	Rows         int64 `json:"rows"`
+	Tombstones   int64 `json:"tombstones"`
+	FilledBefore int64 `json:"filled_before"`
+	InputBytes   int64 `json:"input_bytes"`
+	PeerBytes    int64 `json:"peer_input_bytes"`
+	FinalRows    int64 `json:"final_rows,omitempty"`
+	// Input names the replay files compared on, when not generated.
+	Input   []string     `json:"input,omitempty"`
+	Rounds  int          `json:"rounds"`
+	Systems []PeerSystem `json:"systems"`
+	Runs    []PeerRun    `json:"runs"`
+	Checks  []PeerCheck  `json:"checks,omitempty"`
 }
 
 // PeerSystem is one system's summary; Systems[0] is cdcjoin.
@@ -161,17 +167,22 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.progress(fmt.Sprintf("peers: generating the %s-row workload", formatRows(o.Workload.Rows)))
-	files, err := WriteJSONL(ctx, o, filepath.Join(work, "jsonl"))
-	if err != nil {
-		return nil, err
+	files := p.Input
+	if len(files) == 0 {
+		o.progress(fmt.Sprintf("peers: generating the %s-row workload", formatRows(o.Workload.Rows)))
+		if files, err = WriteJSONL(ctx, o, filepath.Join(work, "jsonl")); err != nil {
+			return nil, err
+		}
 	}
 	in, err := peers.WriteInput(files, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(work, "debezium"))
 	if err != nil {
 		return nil, err
 	}
 	cmp := &PeerComparison{Records: in.Records, Rows: o.Workload.Rows, Tombstones: in.Tombstones,
-		FilledBefore: in.FilledBefore, PeerBytes: in.Bytes, Rounds: p.Rounds}
+		FilledBefore: in.FilledBefore, PeerBytes: in.Bytes, Rounds: p.Rounds, Input: p.Input}
+	if len(p.Input) > 0 {
+		cmp.Rows = 0
+	}
 	for _, f := range files {
 		if st, err := os.Stat(f); err == nil {
 			cmp.InputBytes += st.Size()
@@ -529,8 +540,12 @@ func (r *Report) peerMarkdown(b *strings.Builder) {
 	c := r.Peers
 	w := r.Workload
 	p("\n\n## cdcjoin and its peers on one workload\n\n")
-	p("One generated workload (`--rows %s`, seed %d): the snapshot, cdc and storm phases' records as `cdcjoin replay` files, **%d Kafka records** (%.1f MB; %d of them tombstones), schemas %s, %d partitions per topic, %.1f children per parent, %d/%d unselected pad columns of %d B, TOAST placeholders off (a debezium-json reader would store them as values). ",
-		formatRows(c.Rows), w.Seed, c.Records, float64(c.InputBytes)/1e6, c.Tombstones, w.Schema, w.Partitions, w.ChildrenPerParent, w.UserPads, w.DomainPads, w.PadBytes)
+	if len(c.Input) > 0 {
+		p("The replay files %s: **%d Kafka records** (%.1f MB; %d of them tombstones). ", strings.Join(c.Input, ", "), c.Records, float64(c.InputBytes)/1e6, c.Tombstones)
+	} else {
+		p("One generated workload (`--rows %s`, seed %d): the snapshot, cdc and storm phases' records as `cdcjoin replay` files, **%d Kafka records** (%.1f MB; %d of them tombstones), schemas %s, %d partitions per topic, %.1f children per parent, %d/%d unselected pad columns of %d B, TOAST placeholders off (a debezium-json reader would store them as values). ",
+			formatRows(c.Rows), w.Seed, c.Records, float64(c.InputBytes)/1e6, c.Tombstones, w.Schema, w.Partitions, w.ChildrenPerParent, w.UserPads, w.DomainPads, w.PadBytes)
+	}
 	p("Flink reads the same envelopes as debezium-json files, one per source partition (%.1f MB): tombstones dropped, schemas unwrapped, and the %d updates without a before image (domains: REPLICA IDENTITY DEFAULT) given the record key as before image; DBSP reads the replay files themselves. ",
 		float64(c.PeerBytes)/1e6, c.FilledBefore)
 	p("records/s = %d input records ÷ the timed wall seconds, for every system; runs interleaved (cdcjoin, peer, cdcjoin, peer, …), %d round(s), each on fresh state.\n\n", c.Records, c.Rounds)

@@ -104,6 +104,9 @@ type MultiOptions struct {
 	// SnapshotRerun re-sends a prefix of the snapshot.
 	SnapshotRerun bool
 	MaxRoundOps   int // default 8
+	// StateEvery keeps the DB state of every StateEvery-th checkpoint in
+	// MultiHistory.States (0: none; Final is always kept).
+	StateEvery int
 }
 
 // DefaultMultiOptions has every hard case on.
@@ -193,7 +196,8 @@ type MultiHistory struct {
 	Options MultiOptions
 	Records []Record
 	// Checkpoints are consumed-prefix lengths after which the records
-	// describe exactly one DB state: States[i].
+	// describe exactly one DB state: States[i] (nil unless kept: see
+	// MultiOptions.StateEvery).
 	Checkpoints []int
 	States      []MultiTables
 	Final       MultiTables
@@ -226,6 +230,7 @@ type multiGen struct {
 	offs    []int64
 	// truncate is 1 + the table to truncate at the next round's start.
 	truncate int
+	live     map[string]*liveSet
 }
 
 // GenerateMulti builds a whole multi-table history in memory.
@@ -240,7 +245,7 @@ func GenerateMulti(o MultiOptions) (*MultiHistory, error) {
 		o.MaxRoundOps = 8
 	}
 	g := &multiGen{o: o, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0x6d756c7469)), tables: o.Tables,
-		index: map[string]int{}, state: MultiTables{}, next: map[string]int64{}, gone: map[string][]int64{},
+		index: map[string]int{}, state: MultiTables{}, live: map[string]*liveSet{}, next: map[string]int64{}, gone: map[string][]int64{},
 		h: &MultiHistory{Options: o}, lsn: 24_000_000, txID: 900, ts: 1_700_000_000_000}
 	for i, t := range o.Tables {
 		g.index[t.Name] = i
@@ -272,7 +277,7 @@ func (g *multiGen) snapshot() {
 		for i := 0; i < g.o.Rows; i++ {
 			id := g.next[t.Name]
 			g.next[t.Name]++
-			g.state[t.Name][id] = g.newRow(&t, id, false)
+			g.put(t.Name, id, g.newRow(&t, id, false))
 		}
 	}
 	var snap []Record
@@ -307,12 +312,31 @@ func (g *multiGen) ids(table string) []int64 {
 	return ids
 }
 
+// pick draws a live id of table, uniformly (O(1): a live set per table,
+// kept in step with state by put and drop).
 func (g *multiGen) pick(table string) (int64, bool) {
-	ids := g.ids(table)
-	if len(ids) == 0 {
+	l := g.live[table]
+	if l == nil || len(l.ids) == 0 {
 		return 0, false
 	}
-	return ids[g.rng.IntN(len(ids))], true
+	return l.ids[g.rng.IntN(len(l.ids))], true
+}
+
+func (g *multiGen) put(table string, id int64, r MultiRow) {
+	g.state[table][id] = r
+	l := g.live[table]
+	if l == nil {
+		l = &liveSet{}
+		g.live[table] = l
+	}
+	l.add(id)
+}
+
+func (g *multiGen) drop(table string, id int64) {
+	delete(g.state[table], id)
+	if l := g.live[table]; l != nil && l.has(id) {
+		l.remove(id)
+	}
 }
 
 func (g *multiGen) schemaFor() bool {
@@ -461,7 +485,7 @@ func (g *multiGen) op(t *MultiTable, k byte) {
 		if k == 'o' {
 			g.h.Stats.Orphans++
 		}
-		rows[nid] = r
+		g.put(t.Name, nid, r)
 		g.emit(g.record(t, 'c', nid, nil, r, nil, schema))
 		g.h.Stats.Inserts++
 	case 'u', 'n', 'm', 'f':
@@ -515,18 +539,18 @@ func (g *multiGen) op(t *MultiTable, k byte) {
 		g.h.Stats.Updates++
 	case 'd':
 		old := rows[id]
-		delete(rows, id)
+		g.drop(t.Name, id)
 		g.gone[t.Name] = append(g.gone[t.Name], id)
 		g.delete(t, id, old, schema)
 	case 'p':
 		old := rows[id]
-		delete(rows, id)
+		g.drop(t.Name, id)
 		g.gone[t.Name] = append(g.gone[t.Name], id)
 		nid := g.next[t.Name]
 		g.next[t.Name]++
 		r := slices.Clone(old)
 		r[0] = MultiValue{Int: nid}
-		rows[nid] = r
+		g.put(t.Name, nid, r)
 		g.delete(t, id, old, schema)
 		g.emit(g.record(t, 'c', nid, nil, r, nil, schema))
 		g.h.Stats.PKChanges++
@@ -535,6 +559,9 @@ func (g *multiGen) op(t *MultiTable, k byte) {
 		}
 	case 't':
 		clear(rows)
+		if l := g.live[t.Name]; l != nil {
+			l.clear()
+		}
 		rec := g.record(t, 't', 0, nil, nil, nil, schema)
 		rec.Key = nil
 		rec.Partition = int32(g.rng.IntN(g.o.Partitions))
@@ -605,7 +632,7 @@ func (g *multiGen) flushRound(checkpoint bool) {
 		g.h.Records[len(g.h.Records)-1].Checkpoint = true
 		g.h.Checkpoints = append(g.h.Checkpoints, len(g.h.Records))
 		g.h.States = append(g.h.States, nil)
-		if len(g.h.States)%50 == 1 {
+		if g.o.StateEvery > 0 && len(g.h.States)%g.o.StateEvery == 1 {
 			g.h.States[len(g.h.States)-1] = g.state.clone()
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cdcjoin/cdcjoin/plan"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -191,6 +192,10 @@ type Config struct {
 	Kafka      Kafka       `yaml:"kafka"`
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
 	Skew       Skew        `yaml:"skew"`
+	// Tables and Query: the job written as SQL (see sql.go), instead of
+	// Parent, Child, Join and Select.
+	Tables map[string]Table `yaml:"tables"`
+	Query  string           `yaml:"query"`
 	// Format is the record format of both topics' keys and values: json
 	// (Kafka Connect's JsonConverter, the default), avro or protobuf
 	// (a converter writing through SchemaRegistry). A side's own format
@@ -200,7 +205,9 @@ type Config struct {
 	// schemas (required with those formats).
 	SchemaRegistry *SchemaRegistry `yaml:"schema_registry"`
 
-	root *yaml.Node
+	root     *yaml.Node
+	compiled *plan.Plan // a SQL job's compiled query
+	plan     *plan.Plan // … when it does not run as parent/child
 }
 
 // Problems is every problem found in a configuration, each with its line.
@@ -382,6 +389,15 @@ func (c *Config) validate(p *Problems) {
 	} else if !regexp.MustCompile(`^[A-Za-z0-9._-]+$`).MatchString(c.Name) {
 		c.add(p, fmt.Sprintf("name %q: use only letters, digits, '.', '_' and '-'", c.Name), "name")
 	}
+	if c.SQL() {
+		c.validateSQL(p)
+	} else {
+		c.validateParentChild(p)
+	}
+	c.validateCommon(p)
+}
+
+func (c *Config) validateParentChild(p *Problems) {
 	c.validateTable(p, "parent", &c.Parent, false)
 	c.validateTable(p, "child", &c.Child, true)
 	if c.Parent.Topic != "" && c.Parent.Topic == c.Child.Topic {
@@ -409,6 +425,11 @@ func (c *Config) validate(p *Problems) {
 		}
 		seen[low] = true
 	}
+	c.validateTypes(p)
+}
+
+func (c *Config) validateCommon(p *Problems) {
+	c.validateDebezium(p)
 	if c.State.Dir == "" {
 		c.add(p, "state.dir is required (a local directory for the join state)", "state", "dir")
 	}
@@ -442,7 +463,6 @@ func (c *Config) validate(p *Problems) {
 	if c.Errors.MaxRecordBytes < 0 {
 		c.add(p, "errors.max_record_bytes must be positive", "errors", "max_record_bytes")
 	}
-	c.validateTypes(p)
 	c.validateFormat(p)
 	c.Kafka.validate(c, p)
 	if c.ClickHouse != nil {
@@ -483,6 +503,9 @@ func (c *Config) Line(path ...string) int { return c.line(path...) }
 
 // OutputNames are the select-list output column names, in order.
 func (c *Config) OutputNames() []string {
+	if c.plan != nil {
+		return c.plan.Names()
+	}
 	out := make([]string, len(c.Select))
 	for i, s := range c.Select {
 		out[i] = s.Name

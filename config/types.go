@@ -35,11 +35,14 @@ func (d *Debezium) Modes() pgschema.Modes {
 		Binary: d.BinaryHandlingMode, Interval: d.IntervalHandlingMode}
 }
 
-func (c *Config) validateTypes(p *Problems) {
+func (c *Config) validateDebezium(p *Problems) {
 	for _, msg := range c.Debezium.Modes().Problems() {
 		key := strings.Fields(msg)[0]
 		c.add(p, "debezium."+msg, "debezium", key)
 	}
+}
+
+func (c *Config) validateTypes(p *Problems) {
 	for _, side := range []row.Side{row.Parent, row.Child} {
 		t, name := c.table(side)
 		projected := c.projected(side)
@@ -99,7 +102,13 @@ func (c *Config) projected(side row.Side) map[string]bool {
 // configuration must be valid.
 func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
 	t, _ := c.table(side)
-	linked := c.linkedKeyTypes(side)
+	return c.declaredTypes(t, cols, c.linkedKeyTypes(side))
+}
+
+// declaredTypes is DeclaredTypes of table t, whose key columns linked to
+// another table's have that table's declared types where t declares none
+// (linked: column → declared type).
+func (c *Config) declaredTypes(t *Table, cols []string, linked map[string]string) []row.ColumnType {
 	if len(t.Types) == 0 && len(linked) == 0 {
 		return nil
 	}
@@ -148,6 +157,9 @@ func (c *Config) KeyColumns(side row.Side, cols []string) int {
 // columns, in select order (zero entries where nothing is declared), for
 // sinks that create tables before any record was read.
 func (c *Config) DeclaredOutputTypes() []row.ColumnType {
+	if c.plan != nil {
+		return c.planOutputTypes()
+	}
 	out := make([]row.ColumnType, len(c.Select))
 	for i, s := range c.Select {
 		if d := c.DeclaredTypes(s.Side, []string{s.Column}); d != nil {
@@ -174,6 +186,25 @@ func (c *Config) linkedKeyTypes(side row.Side) map[string]string {
 		} else if d, ok := c.Child.Types[fk]; ok {
 			out[pk] = d
 		}
+	}
+	return out
+}
+
+// OutputPadded reports, per output column, whether a padded (outer-joined)
+// row can make it NULL although its source column is NOT NULL: a LEFT
+// join's child columns; in a plan, the columns of tables an outer join
+// pads, and every expression.
+func (c *Config) OutputPadded() []bool {
+	if c.plan != nil {
+		out := make([]bool, len(c.plan.Select))
+		for i, o := range c.plan.Select {
+			out[i] = o.Nullable
+		}
+		return out
+	}
+	out := make([]bool, len(c.Select))
+	for i, s := range c.Select {
+		out[i] = c.Join == Left && s.Side == row.Child
 	}
 	return out
 }

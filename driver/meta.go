@@ -126,11 +126,17 @@ func IndexShape(spec *keyed.Spec) []byte {
 // CheckFingerprint refuses a state (in dir) whose committed fingerprint is
 // another join shape's.
 func CheckFingerprint(r MetaReader, spec *keyed.Spec, dir string) error {
+	return CheckFingerprintBytes(r, Fingerprint(spec), dir)
+}
+
+// CheckFingerprintBytes is CheckFingerprint for a shape's own fingerprint
+// (a multi-stage plan's, say).
+func CheckFingerprintBytes(r MetaReader, want []byte, dir string) error {
 	fp, ok, err := MetaFingerprint.Get(r)
 	if err != nil {
 		return err
 	}
-	if ok && string(fp) != string(Fingerprint(spec)) {
+	if ok && string(fp) != string(want) {
 		return fmt.Errorf("cdcjoin: state in %s was built for another join shape (%s); remove it to rebuild", dir, fp)
 	}
 	return nil

@@ -52,7 +52,7 @@ func (e *Engine) startBulk() error {
 	// that a load run again after a crash gives the same versions.
 	t := e.store.Begin()
 	err = errors.Join(driver.MetaClock.Put(t, e.clock), driver.MetaInputs.Put(t, 0),
-		driver.MetaFingerprint.Put(t, driver.Fingerprint(e.spec)), driver.MetaBulkLoad.Put(t, true))
+		driver.MetaFingerprint.Put(t, e.fingerprint()), driver.MetaBulkLoad.Put(t, true))
 	if err == nil {
 		if err = t.Commit(); err == nil {
 			err = e.store.SyncWAL()

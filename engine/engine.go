@@ -54,6 +54,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/skew"
+	"github.com/cdcjoin/cdcjoin/stage"
 	"github.com/cdcjoin/cdcjoin/version"
 )
 
@@ -161,6 +162,11 @@ type Engine struct {
 	bulkKey  []byte
 	endAfter bool // the record just loaded ends the snapshot
 
+	// A plan's join (plan.go): pipe is nil for a parent/child job.
+	pipe   *stage.Pipeline
+	kv     *planKV
+	ptypes job.PlanTypes
+
 	// Exactly-once output to a sink.Positioned (exact.go).
 	batches int64  // batches committed (driver.MetaBatches)
 	stream  string // the state's stream name (driver.MetaStream)
@@ -199,9 +205,12 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("cdcjoin: state directory %s is not empty: pass --resume to continue from it, or remove it to start over", cfg.State.Dir)
 		}
 	}
-	spec, err := job.Spec(cfg)
-	if err != nil {
-		return nil, err
+	var spec *keyed.Spec
+	if cfg.Plan() == nil {
+		var err error
+		if spec, err = job.Spec(cfg); err != nil {
+			return nil, err
+		}
 	}
 	so := job.StateOptions(cfg, cfg.State.Dir)
 	so.FS = opts.FS
@@ -215,13 +224,19 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, spec: spec, opts: opts, store: store, policy: policy, syncEach: cfg.State.Sync,
-		keyer: keyed.NewKeyer(spec), join: keyed.NewJoin(spec), pacer: driver.Pacer{Now: time.Now},
-		dec: job.NewDecoder(cfg, spec, opts.Schemas), out: driver.NewOutput(opts.Sink, 0),
+		pacer: driver.Pacer{Now: time.Now},
+		dec:   job.NewDecoder(cfg, spec, opts.Schemas), out: driver.NewOutput(opts.Sink, 0),
 		resume: map[topicPart]int64{}, next: map[topicPart]int64{},
 	}
-	// Parent records keep their source partition, and child index entries
-	// theirs: kafkarun.Handover can then give this state to `run`.
-	e.keyer.PartitionInputs = true
+	if spec != nil {
+		e.keyer, e.join = keyed.NewKeyer(spec), keyed.NewJoin(spec)
+		// Parent records keep their source partition, and child index
+		// entries theirs: kafkarun.Handover can then give this state to
+		// `run`.
+		e.keyer.PartitionInputs = true
+	} else {
+		e.pipe = stage.NewPipeline(cfg.Plan())
+	}
 	if err := e.load(); err != nil {
 		store.Close()
 		return nil, err
@@ -234,7 +249,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		store.Close()
 		return nil, cerr.Wrap(err, "state in %s", cfg.State.Dir)
 	}
-	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 {
+	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 && e.pipe == nil {
 		if err := e.startBulk(); err != nil {
 			store.Close()
 			return nil, err
@@ -242,6 +257,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	}
 	e.warm.Store(opts.WarmAlways || store.WarmingPays())
 	e.txn = store.Begin()
+	e.kv = &planKV{e: e}
 	e.fair = skew.NewFair(e.join, cfg.Skew.ChunkRows)
 	if e.out.Positioned() {
 		e.fair.Chunk = -1 // see the package doc: fair fan-out and a Positioned sink
@@ -254,8 +270,17 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	return e, nil
 }
 
+// fingerprint identifies the state's shape: a state built for another
+// projection, join kind or query must not be resumed.
+func (e *Engine) fingerprint() []byte {
+	if e.pipe != nil {
+		return e.planFingerprint()
+	}
+	return driver.Fingerprint(e.spec)
+}
+
 func (e *Engine) load() error {
-	if err := driver.CheckFingerprint(e.store, e.spec, e.cfg.State.Dir); err != nil {
+	if err := driver.CheckFingerprintBytes(e.store, e.fingerprint(), e.cfg.State.Dir); err != nil {
 		return err
 	}
 	// The version clock and input count; a new state starts a clock at
@@ -291,7 +316,12 @@ func (e *Engine) SetChunkRows(n int) {
 // OutputTypes returns the select list's column types, in select order, as
 // declared by the most recent records with a schema (zero entries where no
 // such record was seen yet). Sinks that create tables use it.
-func (e *Engine) OutputTypes() []row.ColumnType { return e.types.Output(e.spec) }
+func (e *Engine) OutputTypes() []row.ColumnType {
+	if e.pipe != nil {
+		return e.ptypes.Output(e.pipe.Plan())
+	}
+	return e.types.Output(e.spec)
+}
 
 // Clock returns the version clock (the next input's version is
 // Clock().At(Inputs())).
@@ -307,7 +337,11 @@ func (e *Engine) Inputs() int64 { return e.inputs }
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats
-	s.Join = e.join.Stats
+	if e.join != nil {
+		s.Join = e.join.Stats
+	} else {
+		s.Join = e.planStats()
+	}
 	s.FanOutsChunked, s.InputsWaited = e.fair.Chunked(), e.fair.Waited()
 	return s
 }
@@ -328,6 +362,9 @@ type Decoded struct {
 	Err      error // a bad-record error naming the record's position
 	ev       debezium.Event
 	keyTypes []byte // the decoder's KeyTypes when this record taught it one
+	// A plan's record: the FROM items its topic feeds, an event each.
+	items []int
+	evs   []debezium.Event
 }
 
 // NewDecoder returns a decoder for e's topics, for use on another
@@ -343,7 +380,11 @@ func (e *Engine) NewDecoder() *job.Decoder {
 func Decode(d *job.Decoder, r *Record, out *Decoded) {
 	out.Record = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 	learned := d.KeyTypesLearned()
-	out.side, out.ok, out.Err = d.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Headers, &out.ev)
+	if pd := d.Plan(); pd != nil {
+		decodePlan(pd, r, out)
+	} else {
+		out.side, out.ok, out.Err = d.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Headers, &out.ev)
+	}
 	out.keyTypes = nil
 	if d.KeyTypesLearned() != learned {
 		out.keyTypes = d.KeyTypes()
@@ -423,6 +464,9 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 		return nil
 	}
 	e.stats.Events++
+	if e.pipe != nil {
+		return e.applyPlan(ctx, d)
+	}
 	e.types.Observe(d.side, &d.ev)
 	if e.bulk != nil {
 		if consumed, err := e.bulkApply(ctx, d); consumed || err != nil {
@@ -531,7 +575,7 @@ func (e *Engine) writeBatch(c driver.Committer) error {
 		}
 	}
 	err := errors.Join(driver.MetaClock.Put(c, e.clock), driver.MetaInputs.Put(c, e.inputs),
-		driver.MetaFingerprint.Put(c, driver.Fingerprint(e.spec)), driver.MetaBatches.Put(c, e.batches+1))
+		driver.MetaFingerprint.Put(c, e.fingerprint()), driver.MetaBatches.Put(c, e.batches+1))
 	if err == nil && e.keyTypesDirty {
 		err = driver.MetaKeyTypes.Put(c, e.keyTypes)
 	}
@@ -591,5 +635,8 @@ func (e *Engine) Close() error {
 func (e *Engine) Final(fn func(parentKey, childKey, vals []row.Value) error) error {
 	t := e.store.Begin()
 	defer t.Abort()
+	if e.pipe != nil {
+		return e.finalPlan(t, fn)
+	}
 	return keyed.Materialize(t, e.spec, fn)
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/cdcjoin/cdcjoin/joinstate"
 )
 
 // pipelineBatch is a unit of work between the two stages of Run.
 type pipelineBatch struct {
 	recs []Decoded
 	n    int
+	pre  joinstate.Prefetch // read ahead for recs[:n] (Warmer)
 }
 
 const (
@@ -20,7 +23,8 @@ const (
 // Run applies every record src yields, decoding on one goroutine and
 // keying/joining/committing on the calling one, so that two cores overlap.
 // While the state does not fit in the row cache, the decoding goroutine
-// also reads ahead what each record will need (Warmer).
+// also reads ahead what each batch of records will need (Warmer), and the
+// applying one installs it before applying the batch.
 // The hand-off is bounded (pipelineDepth batches of pipelineBatchSize
 // records, recycled), so memory stays flat whatever the input size.
 //
@@ -49,6 +53,7 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 		defer wm.Close()
 		var b *pipelineBatch
 		send := func() bool {
+			wm.Warm(b.recs[:b.n], &b.pre)
 			select {
 			case full <- b:
 				b = nil
@@ -67,7 +72,6 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 				}
 			}
 			Decode(dec, r, &b.recs[b.n])
-			wm.Warm(&b.recs[b.n])
 			b.n++
 			if b.n == len(b.recs) && !send() {
 				return errStopped
@@ -81,6 +85,7 @@ func (e *Engine) Run(ctx context.Context, src func(yield func(*Record) error) er
 	var applyErr error
 	for b := range full {
 		if applyErr == nil {
+			e.Install(&b.pre)
 			for i := 0; i < b.n; i++ {
 				if applyErr = e.Apply(ctx, &b.recs[i]); applyErr != nil {
 					cancel()

@@ -13,16 +13,20 @@ import (
 )
 
 // TestWarmingPipeline: Run's decoding goroutine reads ahead (Warmer, forced
-// on; the row cache off) while the applying one joins; the result still
-// equals the oracle (and -race sees the two goroutines on one store).
+// on; a state several times the 1 MiB row cache, 1 MiB memtables, so that
+// the cache evicts and flushes come often) while the applying one installs
+// what it read and joins; the result still equals the oracle (and -race
+// sees the two goroutines on one store).
 func TestWarmingPipeline(t *testing.T) {
 	for _, seed := range seeds(t)[:2] {
-		h, err := cdcgen.Generate(cdcgen.DefaultOptions(seed))
+		o := cdcgen.DefaultOptions(seed)
+		o.Users, o.Domains, o.Ops = 4000, 8000, 40000
+		h, err := cdcgen.Generate(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := jobConfig(t, "left")
-		cfg.State.RowCacheMB = -1
+		cfg.State.RowCacheMB, cfg.State.MemTableMB = 1, 1
 		model := newSinkModel()
 		e, err := engine.Open(cfg, engine.Options{Sink: sink.Func(model.emit), FS: vfs.NewMem(), WarmAlways: true})
 		if err != nil {

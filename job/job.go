@@ -34,8 +34,15 @@ func Shape(cfg *config.Config) keyed.Shape {
 // Spec compiles the join described by cfg. A configuration that passed
 // config's validation always compiles.
 func Spec(cfg *config.Config) (*keyed.Spec, error) {
+	if cfg.Plan() != nil {
+		return nil, ErrPlan
+	}
 	return keyed.NewSpec(Shape(cfg))
 }
+
+// ErrPlan: the job is a multi-stage plan (config.Plan), not a
+// parent/child join; `run`, `handover` and the bench do not run plans yet.
+var ErrPlan = errors.New("cdcjoin: this query compiles to a multi-stage plan, which `cdcjoin replay` runs; `run`, `handover` and `bench` run the parent/child shape only so far (see `cdcjoin explain`)")
 
 // MustSpec is Spec for configurations validated by package config (tests,
 // tools); it panics on a shape Spec rejects.
@@ -55,6 +62,7 @@ type Decoder struct {
 	parent, child           *debezium.Decoder
 	formats                 [3]debezium.Format // by side
 	schemas                 debezium.SchemaSource
+	plan                    *PlanDecoder // a plan's decoders (cfg.Plan() != nil)
 }
 
 // OpenSchemas returns the schema registry client of a job whose topics are
@@ -74,8 +82,13 @@ func OpenSchemas(cfg *config.Config, opts registry.Options) (*registry.Client, e
 // foreign key columns share the classes of the parent's key columns
 // (debezium.KeyClasses): without declared types, a foreign key of another
 // type than the parent key's (71.5 for an integer id, "7" for a number) is
-// a bad record, as no parent can have it.
+// a bad record, as no parent can have it. For a job with a plan
+// (cfg.Plan() != nil; spec is then nil) it decodes through Plan (JSON
+// records).
 func NewDecoder(cfg *config.Config, spec *keyed.Spec, schemas debezium.SchemaSource) *Decoder {
+	if cfg.Plan() != nil {
+		return &Decoder{plan: NewPlanDecoder(cfg)}
+	}
 	if c, ok := schemas.(*registry.Client); ok && c == nil {
 		schemas = nil
 	}
@@ -140,6 +153,9 @@ func DecoderOptions(cfg *config.Config, side row.Side, cols []string, schemas de
 		Schemas:        schemas,
 	}
 }
+
+// Plan returns the plan's decoders (nil for a parent/child job).
+func (d *Decoder) Plan() *PlanDecoder { return d.plan }
 
 // Prefetch makes sure the schemas a record of topic names are fetched
 // (the registry client caches them), blocking while the registry cannot

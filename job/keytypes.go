@@ -13,6 +13,9 @@ import (
 // keeps "one key column, one type" across restarts; without that, a
 // restarted decoder learns afresh from its first record.
 func (d *Decoder) KeyTypes() []byte {
+	if d.plan != nil {
+		return d.plan.KeyTypes()
+	}
 	p := d.parent.KeyTypes()
 	b := binary.AppendUvarint(nil, uint64(len(p)))
 	return append(append(b, p...), d.child.KeyTypes()...)
@@ -20,6 +23,9 @@ func (d *Decoder) KeyTypes() []byte {
 
 // RestoreKeyTypes sets what KeyTypes returned; an empty b changes nothing.
 func (d *Decoder) RestoreKeyTypes(b []byte) error {
+	if d.plan != nil {
+		return d.plan.RestoreKeyTypes(b)
+	}
 	if len(b) == 0 {
 		return nil
 	}
@@ -37,5 +43,8 @@ func (d *Decoder) RestoreKeyTypes(b []byte) error {
 // decoders have fixed; it only grows, so a driver saves KeyTypes when it
 // changed.
 func (d *Decoder) KeyTypesLearned() int {
+	if d.plan != nil {
+		return d.plan.KeyTypesLearned()
+	}
 	return d.parent.KeyTypesLearned() + d.child.KeyTypesLearned()
 }

@@ -1,7 +1,5 @@
 package joinstate
 
-import "fmt"
-
 // auxKey builds the key of an Aux entry in t.key. The Aux keyspace has no
 // generation: truncates never clear it.
 func (t *Txn) auxKey(key []byte) []byte {
@@ -25,9 +23,9 @@ func (t *Txn) DeleteAux(key []byte) error { return t.del(t.auxKey(key)) }
 // made by fn are not seen by the scan in progress.
 func (t *Txn) AuxScan(prefix, start []byte, fn func(key, value []byte) error) error {
 	p := append([]byte{prefixAux}, prefix...)
-	it, err := t.b.NewIter(prefixBounds(p))
+	it, done, err := t.iter(p)
 	if err != nil {
-		return fmt.Errorf("cdcjoin: state: %w", err)
+		return err
 	}
 	var valid bool
 	if start == nil {
@@ -40,11 +38,5 @@ func (t *Txn) AuxScan(prefix, start []byte, fn func(key, value []byte) error) er
 			break
 		}
 	}
-	if ierr := it.Error(); err == nil && ierr != nil {
-		err = fmt.Errorf("cdcjoin: state: %w", ierr)
-	}
-	if cerr := it.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("cdcjoin: state: %w", cerr)
-	}
-	return err
+	return done(err)
 }

@@ -52,7 +52,7 @@ type rowCache struct {
 	complete [4]int64
 	// hits and misses count point reads (read by Store.Stats on any
 	// goroutine).
-	hits, misses atomic.Uint64
+	hits, misses, prefetched atomic.Uint64
 }
 
 // undoEntry restores slot h to ref old (or removes it when !had).

@@ -399,6 +399,7 @@ func (l *Load) Commit() error {
 	err := l.finish()
 	if err == nil {
 		err = l.s.db.Ingest(context.Background(), l.files)
+		l.s.untrust() // the ingested keys are in no recent-writes filter (durable.go)
 		if err == nil {
 			l.warmCache()
 		} else {

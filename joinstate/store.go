@@ -63,8 +63,10 @@ type Options struct {
 	FS vfs.FS
 	// CacheBytes is pebble's block cache size. Default 64 MiB.
 	CacheBytes int64
-	// MemTableBytes is pebble's memtable size. Default 8 MiB (a memtable
-	// lookup walks a skiplist whose depth grows with its size).
+	// MemTableBytes is how much the memtable holds before it is flushed.
+	// Default 8 MiB. The store flushes it itself (durable.go): pebble's
+	// memtables are twice as large, so that pebble never flushes first
+	// while the store tracks what the tables hold.
 	MemTableBytes uint64
 	// RowCacheBytes bounds the in-memory cache of state entries in front
 	// of pebble's point lookups. Default 64 MiB. Ignored when
@@ -82,6 +84,10 @@ type Options struct {
 	// tune, if set, adjusts pebble's options before Open (tests and
 	// benchmarks of pebble settings).
 	tune func(*pebble.Options)
+	// flushEvery overrides how many committed bytes start a flush for
+	// reads that skip the memtables (durable.go; tests); < 0: no such
+	// reads.
+	flushEvery int
 }
 
 // EnsureDefaults fills in the defaults of unset fields and returns o.
@@ -147,6 +153,8 @@ type Store struct {
 
 	closeMu sync.RWMutex // Stats vs Close
 	closed  bool
+
+	recent *recentWrites // keys written since the last flush (durable.go); the writer's
 }
 
 // Stats are a store's size and efficiency figures (see Store.Stats).
@@ -163,7 +171,10 @@ type Stats struct {
 	BlockCacheHits, BlockCacheMisses int64
 	// RowCacheHits counts point reads answered by the row cache (values and
 	// known absences); RowCacheMisses the ones that went to pebble.
-	RowCacheHits, RowCacheMisses uint64
+	// RowCachePrefetched counts entries read from pebble ahead and put in
+	// the row cache (Txn.Install): reads that went to pebble on another
+	// goroutine, whose later hits count as hits.
+	RowCacheHits, RowCacheMisses, RowCachePrefetched uint64
 }
 
 // Stats returns the store's figures. Safe for concurrent use with the Txn
@@ -190,7 +201,7 @@ func (s *Store) stats() (st Stats) {
 	st.WriteAmp = t.WriteAmp()
 	st.BlockCacheHits, st.BlockCacheMisses = m.BlockCache.Hits, m.BlockCache.Misses
 	if s.cache != nil {
-		st.RowCacheHits, st.RowCacheMisses = s.cache.hits.Load(), s.cache.misses.Load()
+		st.RowCacheHits, st.RowCacheMisses, st.RowCachePrefetched = s.cache.hits.Load(), s.cache.misses.Load(), s.cache.prefetched.Load()
 	}
 	return st
 }
@@ -276,7 +287,7 @@ func Open(opts Options) (*Store, error) {
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{Cache: cache, FS: fs, Logger: faultLogger{h: h, inner: opts.Logger}, EventListener: &el,
-		MemTableSize: opts.MemTableBytes}
+		MemTableSize: 2 * opts.MemTableBytes}
 	// Most lookups are point gets of keys that often do not exist (a new
 	// child, a parent not seen yet): bloom filters let them skip tables.
 	// Index blocks of 256 KiB (pebble's default is the 4 KiB data block
@@ -292,7 +303,7 @@ func Open(opts Options) (*Store, error) {
 		opts.tune(po)
 	}
 	po.EnsureDefaults()
-	s := &Store{po: po, cacheBytes: opts.CacheBytes, sync: opts.Sync, h: h, fs: fs, headroom: headroom(po.MemTableSize)}
+	s := &Store{po: po, cacheBytes: opts.CacheBytes, sync: opts.Sync, h: h, fs: fs, headroom: headroom(opts.MemTableBytes)}
 	err := s.guard(func() error {
 		var err error
 		s.db, err = pebble.Open(opts.Dir, po)
@@ -321,6 +332,14 @@ func Open(opts Options) (*Store, error) {
 	}
 	if err == nil && len(commits) == 8 {
 		s.commits = binary.BigEndian.Uint64(commits)
+	}
+	if err == nil {
+		every := int(opts.MemTableBytes)
+		if opts.flushEvery != 0 {
+			every = opts.flushEvery
+		}
+		s.recent = newRecentWrites(every)
+		s.committed(0, 0, true) // tables hold every key once what the WAL replayed is flushed
 	}
 	if err == nil {
 		// A rollback leaves pebble healthy (Close below releases it): it
@@ -404,6 +423,7 @@ func (s *Store) DB() *pebble.DB { return s.db }
 func (s *Store) Begin() *Txn {
 	t := &Txn{s: s, b: s.db.NewIndexedBatch()}
 	t.spill = t.spillTo
+	s.recent.settle() // (the Txn's table iterator is made later: it sees the flush)
 	s.mu.Lock()
 	t.gens = s.gens
 	s.mu.Unlock()
@@ -540,6 +560,8 @@ type Txn struct {
 	dirty, dirtyBytes int
 	spill             func(key []byte, present bool, val []byte)
 	spillErr          error
+
+	dur *pebble.Iterator // over the tables only (durable.go); nil until needed
 }
 
 // writeBack reports whether writes of the keyspace of prefix stay in the
@@ -598,6 +620,7 @@ func (t *Txn) Commit() error {
 		opts = pebble.Sync
 	}
 	t.closeIter()
+	t.closeDurable()
 	var err error
 	if t.genSet {
 		err = t.b.Set(metaKey(metaGenerations), t.gens.encode(), nil)
@@ -637,6 +660,7 @@ func (t *Txn) Commit() error {
 	if err == nil {
 		err = t.s.guard(func() error { return b.Commit(opts) })
 	}
+	committed, entries := b.Len(), int(b.Count())
 	if t.s.h.err() == nil { // else pebble may still hold the batch
 		t.b.Close()
 		if b != t.b {
@@ -657,6 +681,7 @@ func (t *Txn) Commit() error {
 		return fmt.Errorf("cdcjoin: state: commit: %w", err)
 	}
 	t.s.commits++
+	t.s.committed(committed, entries, false)
 	if err := t.s.recordDurable(); err != nil {
 		return err
 	}
@@ -684,6 +709,7 @@ func (t *Txn) Commit() error {
 // Abort discards the Txn.
 func (t *Txn) Abort() {
 	t.closeIter()
+	t.closeDurable()
 	if t.b != nil {
 		t.b.Close()
 		t.b = nil
@@ -717,6 +743,18 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 		}
 		c.misses.Add(1)
 	}
+	if isStateKey(key[0]) && !t.s.recent.mayHold(key) {
+		v, ok, err := t.durableGet(key)
+		if err != errNoDurable {
+			if err != nil {
+				return nil, false, t.s.h.check(fmt.Errorf("cdcjoin: state: read: %w", err))
+			}
+			if c != nil {
+				c.fill(key, ok, v, t.spill)
+			}
+			return v, ok, nil
+		}
+	}
 	v, closer, err := t.b.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		if c != nil {
@@ -736,6 +774,7 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 }
 
 func (t *Txn) set(key, val []byte) error {
+	t.s.recent.add(key)
 	c := t.s.cache
 	if c != nil && writeBack(key[0]) {
 		t.undo = c.write(key, true, true, val, t.undo, t.spill)
@@ -753,6 +792,7 @@ func (t *Txn) set(key, val []byte) error {
 }
 
 func (t *Txn) del(key []byte) error {
+	t.s.recent.add(key)
 	c := t.s.cache
 	if c != nil && writeBack(key[0]) {
 		t.undo = c.write(key, false, true, nil, t.undo, t.spill)

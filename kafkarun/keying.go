@@ -383,11 +383,13 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	// Fetch the schemas of Avro/Protobuf records before the transaction
 	// begins too: a registry outage is waited out here, not inside a
 	// transaction that would time out.
-	fs.EachRecord(func(r *kgo.Record) {
-		if rerr == nil {
-			rerr = k.dec.Prefetch(r.Topic, r.Key, r.Value, k.headers(r))
-		}
-	})
+	if k.schemas != nil {
+		fs.EachRecord(func(r *kgo.Record) {
+			if rerr == nil {
+				rerr = k.dec.Prefetch(r.Topic, r.Key, r.Value, k.headers(r))
+			}
+		})
+	}
 	if rerr != nil {
 		return rerr
 	}
@@ -555,8 +557,8 @@ func (k *keying) record(ctx, pctx context.Context, r *kgo.Record) error {
 // headers returns r's headers for the decoder (nil without any), in a
 // buffer reused by the next call.
 func (k *keying) headers(r *kgo.Record) []debezium.Header {
-	if len(r.Headers) == 0 {
-		return nil
+	if len(r.Headers) == 0 || k.schemas == nil {
+		return nil // JSON jobs read no headers
 	}
 	k.hdrs = k.hdrs[:0]
 	for _, h := range r.Headers {

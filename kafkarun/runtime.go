@@ -61,6 +61,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/registry"
@@ -255,7 +256,11 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	defer schemas.Close()
 	stopSchemas := context.AfterFunc(ctx, schemas.Close) // a fetch waiting for the registry ends at shutdown
 	defer stopSchemas()
-	k, err := newKeying(cfg, spec, base, adm, top, log, m, schemas)
+	var src debezium.SchemaSource // nil for a JSON job
+	if schemas != nil {
+		src = schemas
+	}
+	k, err := newKeying(cfg, spec, base, adm, top, log, m, src)
 	if err != nil {
 		cancel()
 		wg.Wait()

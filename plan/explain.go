@@ -78,10 +78,14 @@ func Explain(p *Plan, info map[string]TableInfo) string {
 		if len(tags) > 0 {
 			w("; %s rows can move between join keys (tagged with their key, merged by the materializer)", strings.Join(tags, " and "))
 		}
-		w("\n  state: s|%d|J|side|row identity → version, row; s|%d|pad|J|side → version\n", st.N, st.N)
+		w("\n  state: s|%d|r|J|side|row identity → flags, version, row", st.N)
+		if st.Kind != Inner {
+			w("; s|%d|p|J|side → version (pad epochs)", st.N)
+		}
+		w("\n")
 	}
 	if p.Materialize {
-		w("\nmaterializer: keyed by the output row key; state m|row key|incarnation → row, m|row key → version, row\n")
+		w("\nmaterializer: keyed by the output row key; state m|i|row key|incarnation → row, m|c|row key → version, row\n")
 	}
 	w("\nselect:")
 	for i, o := range p.Select {
@@ -104,3 +108,15 @@ func seq(n int) []int {
 
 // showExpr renders a bound expression with its columns' names.
 func showExpr(p *Plan, e expr.Expr, _ []Slot) string { return e.String() }
+
+// KeyColumns describes the output row key's two halves as the sinks store
+// them: ParentKey (ClickHouse _pk) is the first FROM item's key, ChildKey
+// (_ck) the other items' keys in FROM order, NULL for a padded item.
+func KeyColumns(p *Plan) (pk, ck string) {
+	var parts []string
+	for i, t := range p.Tables[1:] {
+		parts = append(parts, fmt.Sprintf("%s (%s.%s)", p.Tables[i+1].Name, t.Alias, strings.Join(t.Key, ", "+t.Alias+".")))
+	}
+	t0 := p.Tables[0]
+	return fmt.Sprintf("%s (%s.%s)", t0.Name, t0.Alias, strings.Join(t0.Key, ", "+t0.Alias+".")), strings.Join(parts, ", ")
+}

@@ -44,6 +44,9 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		jsonl := fs.String("write-jsonl", "", "write the workload as replay JSONL files into `dir` and exit")
 		history := fs.String("write-history", "", "write a seeded CDC history of --history-ops operations (the oracle's mix) and its expected join into `dir` and exit")
 		historyOps := fs.String("history-ops", "1e6", "operations of the --write-history history")
+		historyUsers := fs.String("history-users", "0", "users in the --write-history snapshot (0: 200)")
+		historyDomains := fs.String("history-domains", "0", "domains in the --write-history snapshot (0: 400)")
+		historyPeers := fs.Bool("history-peers", false, "a --write-history history the peers can read (--peer-input): no truncates, no TOAST placeholders")
 		render := fs.String("render-charts", "", "draw the SVG charts of `dir`/report.json again (this version's drawing) and exit")
 		renderReport := fs.String("render-report", "", "recompute the projection of `dir`/report.json with this version and write its REPORT.md and charts again, and exit")
 		seed := fs.Int64("seed", 1, "workload seed")
@@ -84,6 +87,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		peerCache := fs.String("peer-cache", "", "`dir` of built peers (default: the user cache dir's cdcjoin/peers)")
 		flinkConf := fs.String("flink-conf", "", "extra Flink options `KEY=VALUE,…` for the Flink peer")
 		dbspStep := fs.Int("dbsp-step", 10000, "input records per DBSP transaction (DBSP peer)")
+		peerInput := fs.String("peer-input", "", "compare on these replay `files` (comma-separated: a --write-history --history-peers history.jsonl) instead of a generated workload (--peer)")
 		dbspMemory := fs.Bool("dbsp-memory", false, "keep the DBSP peer's state in memory (default: DBSP storage on disk)")
 		var pi bench.ProjectionInput
 		fs.Float64Var(&pi.ParentBytes, "tb-parent-bytes", 4e12, "projection: parent (users) table bytes")
@@ -144,7 +148,16 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 				return fmt.Errorf("cdcjoin bench: --history-ops: %v: %w", err, errUsage)
 			}
 			cmd := "cdcjoin bench " + strings.Join(args, " ")
-			info, err := bench.WriteHistory(*history, bench.HistoryOptions{Seed: *seed, Ops: int(ops), Schema: *schema}, cmd)
+			hu, err := parseCount(*historyUsers)
+			if err != nil {
+				return fmt.Errorf("cdcjoin bench: --history-users: %v: %w", err, errUsage)
+			}
+			hd, err := parseCount(*historyDomains)
+			if err != nil {
+				return fmt.Errorf("cdcjoin bench: --history-domains: %v: %w", err, errUsage)
+			}
+			info, err := bench.WriteHistory(*history, bench.HistoryOptions{Seed: *seed, Ops: int(ops), Schema: *schema,
+				Users: int(hu), Domains: int(hd), Peers: *historyPeers}, cmd)
 			if err != nil {
 				return err
 			}
@@ -180,6 +193,9 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 				DBSPStep: *dbspStep, DBSPInMemory: *dbspMemory}
 			if *flinkConf != "" {
 				po.FlinkConf = strings.Split(*flinkConf, ",")
+			}
+			if *peerInput != "" {
+				po.Input = strings.Split(*peerInput, ",")
 			}
 			rep, err := bench.RunPeers(ctx, o, po)
 			if rep != nil {

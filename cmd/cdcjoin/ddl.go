@@ -13,6 +13,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/plan"
 	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
@@ -80,6 +81,10 @@ schedule sink/clickhouse/README.md describes.`)
 		if err != nil {
 			return err
 		}
+		if p := cfg.Plan(); p != nil {
+			pk, ck := plan.KeyColumns(p)
+			fmt.Fprintf(stdout, "-- Row key: _pk = the key of %s; _ck = the keys of %s (NULL where an outer join pads the table).\n\n", pk, ck)
+		}
 		for _, s := range stmts {
 			fmt.Fprintf(stdout, "%s;\n\n", strings.TrimSpace(s))
 		}
@@ -109,6 +114,9 @@ func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 		return nil, fmt.Errorf("cdcjoin: %w", err)
 	}
 	defer f.Close()
+	if cfg.Plan() != nil {
+		return samplePlanTypes(cfg, f, path)
+	}
 	spec, err := job.Spec(cfg)
 	if err != nil {
 		return nil, err
@@ -137,4 +145,31 @@ func sampleTypes(cfg *config.Config, path string) ([]row.ColumnType, error) {
 		return nil, err
 	}
 	return types.Output(spec), nil
+}
+
+// samplePlanTypes is sampleTypes for a plan: every FROM item's schema.
+func samplePlanTypes(cfg *config.Config, f io.Reader, path string) ([]row.ColumnType, error) {
+	dec := job.NewPlanDecoder(cfg)
+	var types job.PlanTypes
+	var ev debezium.Event
+	seen := map[int]bool{}
+	errDone := errors.New("done")
+	err := engine.ReadJSONL(f, path, func(r *engine.Record) error {
+		for _, it := range dec.Items(r.Topic) {
+			ok, err := dec.Decode(it, r.Topic, r.Partition, r.Offset, r.Key, r.Value, &ev)
+			if err != nil || !ok || ev.Types == nil {
+				continue
+			}
+			types.Observe(it, &ev)
+			seen[it] = true
+		}
+		if len(seen) == len(dec.Plan().Tables) {
+			return errDone
+		}
+		return nil
+	})
+	if err != nil && err != errDone {
+		return nil, err
+	}
+	return types.Output(dec.Plan()), nil
 }

@@ -35,6 +35,7 @@ func commands() []command {
 		switchCommand(),
 		demoCommand(),
 		ddlCommand(),
+		explainCommand(),
 		benchCommand(),
 		{name: "version", summary: "print the version", run: func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, "cdcjoin", version)

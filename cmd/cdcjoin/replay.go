@@ -228,9 +228,12 @@ func runReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout, st
 		fmt.Fprintf(stderr, "cdcjoin replay: done: %d records (%d events, %d tombstones, %d skipped, %d bad) in %.2fs, %.0f records/s; %d upserts, %d retractions, max fan-out %d\n",
 			st.Records, st.Events, st.Tombstones, st.Skipped, st.Bad, el, float64(st.Records)/el, st.Join.Upserts, st.Join.Retractions, st.Join.MaxFanOut)
 		if ss, ok := eng.Store().Stats(); ok && cfg.State.RowCacheMB > 0 {
-			if reads := ss.RowCacheHits + ss.RowCacheMisses; reads > 0 && ss.RowCacheMisses*20 > reads {
+			// Reads ahead (RowCachePrefetched) went to pebble too; their
+			// entries' later reads count as hits.
+			pebbleReads := ss.RowCacheMisses + ss.RowCachePrefetched
+			if reads := ss.RowCacheHits + ss.RowCacheMisses; reads > 0 && pebbleReads*20 > reads {
 				fmt.Fprintf(stderr, "cdcjoin replay: %d of %d state reads went to pebble: the state outgrew state.row_cache_mb (%d); "+
-					"raising it (memory permitting) speeds up replays whose state fits in memory\n", ss.RowCacheMisses, reads, cfg.State.RowCacheMB)
+					"raising it (memory permitting) speeds up replays whose state fits in memory\n", min(pebbleReads, reads), reads, cfg.State.RowCacheMB)
 			}
 		}
 	}

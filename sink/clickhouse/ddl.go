@@ -81,16 +81,18 @@ const (
 // NULL array is stored empty). Types inferred from values (schemaless input
 // without declared types) are all Nullable.
 func ColumnTypes(cfg *config.Config, types []row.ColumnType, sample []row.Value, srv Server) []string {
-	out := make([]string, len(cfg.Select))
+	names := cfg.OutputNames()
+	out := make([]string, len(names))
 	declared := cfg.DeclaredOutputTypes()
-	for i, s := range cfg.Select {
+	padded := cfg.OutputPadded()
+	for i, name := range names {
 		if cfg.ClickHouse != nil {
-			if t, ok := cfg.ClickHouse.Columns[s.Name]; ok {
+			if t, ok := cfg.ClickHouse.Columns[name]; ok {
 				out[i] = strings.TrimSpace(t)
 				continue
 			}
 		}
-		forceNull := cfg.Join == config.Left && s.Side == row.Child
+		forceNull := padded[i]
 		var ct row.ColumnType
 		switch {
 		case i < len(types) && types[i].Known():

@@ -190,4 +190,3 @@ func (s *Sink) adapt(ctx context.Context, b *batch, server []string) error {
 func sameType(a, b string) bool {
 	return strings.ReplaceAll(a, " ", "") == strings.ReplaceAll(b, " ", "")
 }
-

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/driver"
+	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/stage"
+)
+
+// A job with a multi-table plan (config.Plan) runs on the same engine:
+// the same decoding goroutine, batches, commits, positions, version clock,
+// sinks (changelog markers included) and resume; what differs is the join:
+// a stage.Pipeline applies each event through every stage of the plan in
+// one order, each stage input taking the next position (so versions
+// strictly increase across the stages). Bulk snapshot loads and fair
+// fan-out are the parent/child join's (bulkload, skew): a plan's snapshot
+// is applied row by row and its fan-outs at once.
+
+// planKV is the Pipeline's state on a joinstate.Txn: its keys live in the
+// Txn's Aux keyspace under their own prefix, committed with the rest.
+type planKV struct {
+	e   *Engine        // the engine's Txn in progress, or
+	t   *joinstate.Txn // this one (reading a committed state)
+	key []byte
+}
+
+func (k *planKV) txn() *joinstate.Txn {
+	if k.e != nil {
+		return k.e.txn
+	}
+	return k.t
+}
+
+// planPrefix keeps the plan's keys apart from skew's Aux keys.
+const planPrefix = 0xC0
+
+func (k *planKV) wrap(key []byte) []byte {
+	k.key = append(append(k.key[:0], planPrefix), key...)
+	return k.key
+}
+
+func (k *planKV) Get(key []byte) ([]byte, bool, error) { return k.txn().Aux(k.wrap(key)) }
+func (k *planKV) Put(key, value []byte) error          { return k.txn().PutAux(k.wrap(key), value) }
+func (k *planKV) Delete(key []byte) error              { return k.txn().DeleteAux(k.wrap(key)) }
+
+func (k *planKV) Scan(prefix, after []byte, fn func(key, value []byte) error) error {
+	p := append([]byte{planPrefix}, prefix...)
+	var start []byte
+	if after != nil {
+		start = append(append([]byte{planPrefix}, after...), 0)
+	}
+	err := k.txn().AuxScan(p, start, func(key, value []byte) error { return fn(key[1:], value) })
+	if err == stage.ErrStop {
+		return nil
+	}
+	return err
+}
+
+// decodePlan decodes r for every FROM item its topic feeds.
+func decodePlan(d *job.PlanDecoder, r *Record, out *Decoded) {
+	items := d.Items(r.Topic)
+	out.items = append(out.items[:0], items...)
+	if len(items) == 0 {
+		out.Err = d.NotATopic(r.Topic, r.Partition, r.Offset)
+		return
+	}
+	for len(out.evs) < len(items) {
+		out.evs = append(out.evs, out.ev)
+	}
+	for i, it := range items {
+		out.ok, out.Err = d.Decode(it, r.Topic, r.Partition, r.Offset, r.Key, r.Value, &out.evs[i])
+		if out.Err != nil || !out.ok {
+			return
+		}
+	}
+}
+
+// applyPlan applies a decoded record of a plan's topic.
+func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
+	emit := e.output(ctx).Emit
+	r := &d.Record
+	next := func() uint64 {
+		v := e.clock.At(e.inputs)
+		e.inputs++
+		return v
+	}
+	for i, it := range d.items {
+		e.ptypes.Observe(it, &d.evs[i])
+		err := e.pipe.Apply(e.kv, it, &d.evs[i], next, emit)
+		var ke *stage.KeyError
+		var xe *stage.ExprError
+		switch {
+		case errors.As(err, &ke):
+			return &driver.Bad{Kind: "key", Err: fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %s", r.Topic, r.Partition, r.Offset, strings.TrimPrefix(err.Error(), "cdcjoin: "))}
+		case errors.As(err, &xe):
+			return &driver.Bad{Kind: "query", Err: fmt.Errorf("cdcjoin: bad record at %s/%d@%d: %s", r.Topic, r.Partition, r.Offset, strings.TrimPrefix(err.Error(), "cdcjoin: "))}
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// planFingerprint identifies a plan's state shape: the query and every
+// table's key.
+func (e *Engine) planFingerprint() []byte {
+	var b bytes.Buffer
+	b.WriteString("plan1|")
+	for _, t := range e.pipe.Plan().Tables {
+		fmt.Fprintf(&b, "%s:%s:%v|", t.Alias, t.Name, t.Key)
+	}
+	b.WriteString(e.cfg.Query)
+	return b.Bytes()
+}
+
+// finalPlan streams the plan's output sorted by row key.
+func (e *Engine) finalPlan(t *joinstate.Txn, fn func(parentKey, childKey, vals []row.Value) error) error {
+	type final struct {
+		key        []byte
+		pk, ck, vs []row.Value
+	}
+	var rows []final
+	kv := &planKV{t: t}
+	err := e.pipe.Final(kv, func(c *row.Change) error {
+		k := row.AppendKey(nil, c.ParentKey)
+		k = row.AppendKey(k, c.ChildKey)
+		rows = append(rows, final{k, slices.Clone(c.ParentKey), slices.Clone(c.ChildKey), slices.Clone(c.Values)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(rows, func(a, b final) int { return bytes.Compare(a.key, b.key) })
+	for _, r := range rows {
+		if err := fn(r.pk, r.ck, r.vs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planStats sums the plan's stages' counters into the join's (the largest
+// fan-out of any stage).
+func (e *Engine) planStats() keyed.Stats {
+	var s keyed.Stats
+	for n := 1; n <= len(e.pipe.Plan().Stages); n++ {
+		st := e.pipe.Stats(n)
+		s.Inputs += st.Inputs
+		s.Upserts += st.Upserts
+		s.Retractions += st.Retractions
+		s.NoOps += st.NoOps
+		s.MaxFanOut = max(s.MaxFanOut, st.MaxFanOut)
+	}
+	return s
+}
