@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/driver"
+	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
