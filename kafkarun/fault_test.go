@@ -3,6 +3,7 @@ package kafkarun_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,6 +186,86 @@ func TestStopWhileEndHangs(t *testing.T) {
 		t.Fatalf("seed %d: Run did not return within 30s of its cancel while End hung", seed)
 	}
 	t.Logf("seed %d: Run returned %v after the cancel: %v", seed, time.Since(began).Round(time.Millisecond), in.err)
+}
+
+// TestKeyingTxnTimeout: a keying transaction outlives
+// kafka.transaction_timeout (its first produce is held past it, as a
+// starved process under load holds it): the broker aborts it at its
+// timeout and bumps the producer's epoch, and the held produce is
+// answered INVALID_PRODUCER_EPOCH. That is not another live instance with
+// the same kafka.instance_id (which fences within the transaction's
+// timeout): the stage restarts from what it committed and the output
+// equals the oracle. Before, Run stopped with "another live process uses
+// kafka.instance_id … and fenced this one" (TestSkewTruncates at load 17,
+// issue 24). Fails unless the broker aborted a transaction at its timeout
+// and the stage restarted.
+func TestKeyingTxnTimeout(t *testing.T) {
+	seed := clusterSeed(t)
+	h := smallHistory(t, seed, 2000)
+	aborts := &timeoutAborts{}
+	c := newCluster(t, 3, kfake.WithLogger(aborts))
+	produce(t, c.ListenAddrs(), h.Records[:len(h.Records)/2])
+	cfg := jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: t.TempDir()})
+	cfg.Kafka.TransactionTimeout = 2 * time.Second
+	txid := cfg.Kafka.Group + "-keying-" + cfg.Kafka.InstanceID
+	var held atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.ProduceRequest)
+		if r.TransactionID == nil || *r.TransactionID != txid {
+			c.KeepControl()
+			return nil, nil, false
+		}
+		// The first transactional produce of the keying stage: held
+		// past the transaction's timeout, then answered by the broker
+		// (whose timer aborted the transaction meanwhile).
+		held.Add(1)
+		c.SleepControl(func() { time.Sleep(cfg.Kafka.TransactionTimeout + 1500*time.Millisecond) })
+		c.DropControl()
+		return nil, nil, false
+	})
+	m := newModel()
+	in := startSkew(t, cfg, m.sink())
+	produce(t, c.ListenAddrs(), h.Records[len(h.Records)/2:])
+	want := oracle(h, false)
+	diff, err := m.waitEqual(want, 90*time.Second, in.instance)
+	restarts := counterValue(t, in.reg, "cdcjoin_errors_total", "kind", "restart")
+	if serr := in.stop(t); serr != nil {
+		t.Errorf("seed %d: Run: %v", seed, serr)
+	}
+	if err != nil || diff != "" {
+		t.Fatalf("seed %d: %v\n%s", seed, err, diff)
+	}
+	if held.Load() == 0 || aborts.of(txid) == 0 || restarts == 0 {
+		t.Fatalf("seed %d: %d produces held, %d transactions aborted at their timeout, %v keying restarts: the test proves nothing",
+			seed, held.Load(), aborts.of(txid), restarts)
+	}
+	t.Logf("seed %d: %d transactions aborted at their timeout, %v keying restarts", seed, aborts.of(txid), restarts)
+	checkFinal(t, seed, m, want)
+}
+
+// timeoutAborts is a kfake logger counting the transactions the broker
+// aborted at their timeout, per transactional id.
+type timeoutAborts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *timeoutAborts) Logf(_ kfake.LogLevel, msg string, args ...any) {
+	if !strings.HasPrefix(msg, "txn timeout abort") || len(args) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == nil {
+		a.n = map[string]int{}
+	}
+	a.n[fmt.Sprint(args[0])]++
+}
+
+func (a *timeoutAborts) of(txid string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[txid]
 }
 
 // counterValue returns the sum of the counter name in reg over the series

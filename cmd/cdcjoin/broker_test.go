@@ -253,7 +253,7 @@ kafka:
 	j.cmd = child(t, f, append([]string{"run", "--config", cfg, "--log-level", "info"}, args...)...)
 	j.exited = make(chan error, 1)
 	go func() { j.exited <- j.cmd.Wait() }()
-	j.metrics = waitLog(t, f, 0, "serving metrics", time.Minute)
+	j.metrics = waitLog(t, f, 0, "serving metrics", 3*time.Minute)
 }
 
 // get returns the status code and body of a path of the job's metrics

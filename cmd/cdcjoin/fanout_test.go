@@ -56,7 +56,7 @@ skew: {hot_children: 0, chunk_rows: 256}
 		cmd := child(t, log, "run", "--config", cfg, "--output", out, "--log-level", "info")
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		return exited, waitLog(t, log, mark, "serving metrics", time.Minute), func() { cmd.Process.Signal(syscall.SIGTERM) }
+		return exited, waitLog(t, log, mark, "serving metrics", 3*time.Minute), func() { cmd.Process.Signal(syscall.SIGTERM) }
 	}
 	exited, metrics, stop := start()
 	rows := func() int { return len(jsonlRows(t, out)) }

@@ -149,8 +149,8 @@ clickhouse:
 		cmd := child(t, log, "run", "--config", cfg, "--log-level", "info")
 		// Kill once the run joins (its partitions were assigned), at a
 		// point of the work this slice of input brings (killPoint).
-		metricsAddr := waitLog(t, log, mark, "serving metrics", time.Minute)
-		waitLog(t, log, mark, "partition assigned", time.Minute)
+		metricsAddr := waitLog(t, log, mark, "serving metrics", 3*time.Minute)
+		waitLog(t, log, mark, "partition assigned", 3*time.Minute)
 		what := points[k].await(metricsAddr)
 		inFlight := batchInProgress(t, conn, "cdcjoin_test."+table)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -173,7 +173,7 @@ clickhouse:
 	cmd := child(t, log, "run", "--config", cfg, "--log-level", "info")
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	metricsAddr := waitLog(t, log, mark, "serving metrics", time.Minute)
+	metricsAddr := waitLog(t, log, mark, "serving metrics", 3*time.Minute)
 	want := cdcgen.Join(h.Final.Users, h.Final.Domains, false)
 	var w convergeWatch
 	for {

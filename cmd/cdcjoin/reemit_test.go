@@ -81,7 +81,7 @@ clickhouse:
 			cmd := child(t, log, "run", "--config", cfg, "--log-level", "info")
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
-			metrics := waitLog(t, log, 0, "serving metrics", time.Minute)
+			metrics := waitLog(t, log, 0, "serving metrics", 3*time.Minute)
 			untilEqual := func(want []cdcgen.JoinedRow, what string) {
 				t.Helper()
 				var w convergeWatch
@@ -137,8 +137,8 @@ clickhouse:
 			cmd = child(t, log, "run", "--config", cfg, "--log-level", "info")
 			exited = make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
-			metrics = waitLog(t, log, mark, "serving metrics", time.Minute)
-			waitLog(t, log, mark, "partition assigned", time.Minute)
+			metrics = waitLog(t, log, mark, "serving metrics", 3*time.Minute)
+			waitLog(t, log, mark, "partition assigned", 3*time.Minute)
 			waitQuiet(t, metrics)
 			untilEqual(want, "run after reemit")
 			cmd.Process.Signal(syscall.SIGTERM)
