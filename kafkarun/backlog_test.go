@@ -16,6 +16,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
@@ -195,15 +196,18 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 		t.Fatal(err)
 	}
 	cfg.ClickHouse = chc.ClickHouse
+	types := sampleTypes(t, cfg)
 	var counter sinkCounter
+	ready := &metrics.Readiness{}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
 		done <- kafkarun.Run(rctx, cfg, kafkarun.Options{
+			Ready: ready,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			NewSink: func(ctx context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
-				s, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Driven: true})
+				s, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Driven: true, Types: types})
 				if err != nil {
 					return nil, err
 				}
@@ -225,6 +229,7 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 	for {
 		select {
 		case err := <-done:
+			done <- nil // for the deferred stop
 			t.Fatalf("Run stopped early: %v", err)
 		default:
 		}
@@ -239,8 +244,8 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 		}
 		if since := time.Since(moved); since > stallLimit || time.Since(start) > drainLimit {
 			inserts, rows := counter.totals()
-			t.Fatalf("the backlog did not drain: committed offsets (both groups) %d, unchanged for %v, %v after the start; %d INSERTs of %d rows so far",
-				n, since.Round(time.Second), time.Since(start).Round(time.Second), inserts, rows)
+			t.Fatalf("the backlog did not drain: committed offsets (both groups) %d, unchanged for %v, %v after the start; %d INSERTs of %d rows so far; status:\n%v",
+				n, since.Round(time.Second), time.Since(start).Round(time.Second), inserts, rows, ready.Status())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -189,16 +189,16 @@ func TestStopWhileEndHangs(t *testing.T) {
 }
 
 // TestKeyingTxnTimeout: a keying transaction outlives
-// kafka.transaction_timeout (its first produce is held past it, as a
-// starved process under load holds it): the broker aborts it at its
-// timeout and bumps the producer's epoch, and the held produce is
-// answered INVALID_PRODUCER_EPOCH. That is not another live instance with
-// the same kafka.instance_id (which fences within the transaction's
-// timeout): the stage restarts from what it committed and the output
-// equals the oracle. Before, Run stopped with "another live process uses
-// kafka.instance_id … and fenced this one" (TestSkewTruncates at load 17,
-// issue 24). Fails unless the broker aborted a transaction at its timeout
-// and the stage restarted.
+// kafka.transaction_timeout (its EndTxn is held past it, as a starved
+// process under load holds its calls): the broker aborts it at its
+// timeout and bumps the producer's epoch, and the held EndTxn is answered
+// with an epoch error (INVALID_PRODUCER_EPOCH or PRODUCER_FENCED). That is
+// not another live instance with the same kafka.instance_id (which fences
+// within the transaction's timeout): the stage restarts from what it
+// committed and the output equals the oracle. Before, Run stopped with
+// "another live process uses kafka.instance_id … and fenced this one"
+// (TestSkewTruncates at load 17, issue 24). Fails unless the broker
+// aborted a keying transaction at its timeout and the stage restarted.
 func TestKeyingTxnTimeout(t *testing.T) {
 	seed := clusterSeed(t)
 	h := smallHistory(t, seed, 2000)
@@ -209,18 +209,15 @@ func TestKeyingTxnTimeout(t *testing.T) {
 	cfg.Kafka.TransactionTimeout = 2 * time.Second
 	txid := cfg.Kafka.Group + "-keying-" + cfg.Kafka.InstanceID
 	var held atomic.Int32
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		r := req.(*kmsg.ProduceRequest)
-		if r.TransactionID == nil || *r.TransactionID != txid {
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if r := req.(*kmsg.EndTxnRequest); r.TransactionalID != txid || !held.CompareAndSwap(0, 1) {
 			c.KeepControl()
 			return nil, nil, false
 		}
-		// The first transactional produce of the keying stage: held
-		// past the transaction's timeout, then answered by the broker
-		// (whose timer aborted the transaction meanwhile).
-		held.Add(1)
+		// The first EndTxn of the keying stage: held past the
+		// transaction's timeout, then answered by the broker (whose
+		// timer aborted the transaction meanwhile).
 		c.SleepControl(func() { time.Sleep(cfg.Kafka.TransactionTimeout + 1500*time.Millisecond) })
-		c.DropControl()
 		return nil, nil, false
 	})
 	m := newModel()
@@ -236,7 +233,7 @@ func TestKeyingTxnTimeout(t *testing.T) {
 		t.Fatalf("seed %d: %v\n%s", seed, err, diff)
 	}
 	if held.Load() == 0 || aborts.of(txid) == 0 || restarts == 0 {
-		t.Fatalf("seed %d: %d produces held, %d transactions aborted at their timeout, %v keying restarts: the test proves nothing",
+		t.Fatalf("seed %d: %d EndTxn held, %d transactions aborted at their timeout, %v keying restarts: the test proves nothing",
 			seed, held.Load(), aborts.of(txid), restarts)
 	}
 	t.Logf("seed %d: %d transactions aborted at their timeout, %v keying restarts", seed, aborts.of(txid), restarts)
