@@ -204,7 +204,7 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 	start := time.Now()
 	go func() {
 		done <- kafkarun.Run(rctx, cfg, kafkarun.Options{
-			Ready: ready,
+			Ready:  ready,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			NewSink: func(ctx context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
 				s, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Driven: true, Types: types})
