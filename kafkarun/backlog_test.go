@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +103,14 @@ func (c *sinkCounter) cuts(batchRows uint64, interval time.Duration) (full, time
 		}
 	}
 	return full, timed, bad
+}
+
+// logLevel is the level of a test's Run logs: info with CDCJOIN_TEST_LOG=info.
+func logLevel() slog.Level {
+	if os.Getenv("CDCJOIN_TEST_LOG") == "info" {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
 }
 
 // committedTotal is the sum of the groups' committed offsets (false on an
@@ -205,7 +215,7 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 	go func() {
 		done <- kafkarun.Run(rctx, cfg, kafkarun.Options{
 			Ready:  ready,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})),
 			NewSink: func(ctx context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
 				s, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Driven: true, Types: types})
 				if err != nil {
@@ -224,7 +234,7 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 	// topic holds so far would look done) and then the join committed
 	// everything; failed when neither moved for stallLimit (or after
 	// drainLimit in all): a wait on progress, not on a speed.
-	const stallLimit, drainLimit = 2 * time.Minute, 10 * time.Minute
+	const stallLimit, drainLimit = 3 * time.Minute, 10 * time.Minute
 	moved, last := time.Now(), int64(-1)
 	for {
 		select {
@@ -238,14 +248,26 @@ clickhouse: {addr: [%q], database: cdcjoin_test, table: %s, batch: {rows: %d, in
 			caughtUp(t, adm, cfg.Kafka.KeyedTopic(), cfg.Kafka.JoinGroup()) {
 			break
 		}
+		// Progress: committed offsets, or records produced (the keyed
+		// and index topics' ends move inside a keying transaction too: at
+		// load 30 a real broker took minutes to acknowledge the first
+		// transactions' produces, with nothing committed meanwhile).
 		n, ok := committedTotal(adm, cfg.Kafka.KeyingGroup(), cfg.Kafka.JoinGroup())
+		if ends, err := adm.ListEndOffsets(ctx, cfg.Kafka.KeyedTopic(), cfg.Kafka.ChildIndexTopic(), cfg.Kafka.ParentIndexTopic()); ok && err == nil {
+			ends.Each(func(e kadm.ListedOffset) { n += e.Offset })
+		}
 		if ok && n != last {
 			moved, last = time.Now(), n
 		}
 		if since := time.Since(moved); since > stallLimit || time.Since(start) > drainLimit {
 			inserts, rows := counter.totals()
-			t.Fatalf("the backlog did not drain: committed offsets (both groups) %d, unchanged for %v, %v after the start; %d INSERTs of %d rows so far; status:\n%v",
-				n, since.Round(time.Second), time.Since(start).Round(time.Second), inserts, rows, ready.Status())
+			dump := filepath.Join(os.TempDir(), fmt.Sprintf("cdcjoin-%s-goroutines-%d.txt", t.Name(), time.Now().Unix()))
+			if f, err := os.Create(dump); err == nil {
+				pprof.Lookup("goroutine").WriteTo(f, 2)
+				f.Close()
+			}
+			t.Fatalf("the backlog did not drain: committed offsets (both groups) and produced records %d, unchanged for %v, %v after the start; %d INSERTs of %d rows so far; goroutines in %s; status:\n%v",
+				n, since.Round(time.Second), time.Since(start).Round(time.Second), inserts, rows, dump, ready.Status())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
