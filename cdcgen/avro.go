@@ -58,33 +58,47 @@ func (e *AvroEncoder) Schemas() int {
 }
 
 // Record returns r with its key and value in Avro (nil stays nil).
-func (e *AvroEncoder) Record(r Record) (Record, error) {
+func (e *AvroEncoder) Record(r Record) (Record, error) { return encodeRecord(r, e.Encode) }
+
+// encodeRecord returns r with its key and value re-encoded by encode.
+func encodeRecord(r Record, encode func([]byte) ([]byte, error)) (Record, error) {
 	var err error
-	if r.Key, err = e.Encode(r.Key); err != nil {
+	if r.Key, err = encode(r.Key); err != nil {
 		return r, fmt.Errorf("key of %s@%d: %w", r.Topic, r.Offset, err)
 	}
-	if r.Value, err = e.Encode(r.Value); err != nil {
+	if r.Value, err = encode(r.Value); err != nil {
 		return r, fmt.Errorf("value of %s@%d: %w", r.Topic, r.Offset, err)
 	}
 	return r, nil
 }
 
-// Encode converts one JsonConverter key or value ({"schema":…,"payload":…}
-// or null) to the Confluent wire format; nil and JSON null give nil.
-func (e *AvroEncoder) Encode(b []byte) ([]byte, error) {
+// connectRecord splits a JsonConverter record with a schema into its
+// schema and payload; ok=false for a null record or payload.
+func connectRecord(b []byte) (schema, payload json.RawMessage, ok bool, err error) {
 	if len(b) == 0 || string(b) == "null" {
-		return nil, nil
+		return nil, nil, false, nil
 	}
 	var env struct {
 		Schema  json.RawMessage `json:"schema"`
 		Payload json.RawMessage `json:"payload"`
 	}
 	if err := json.Unmarshal(b, &env); err != nil || len(env.Schema) == 0 {
-		return nil, fmt.Errorf("not a JsonConverter record with a schema: %v", err)
+		return nil, nil, false, fmt.Errorf("not a JsonConverter record with a schema: %v", err)
 	}
 	if string(env.Payload) == "null" {
-		return nil, nil
+		return nil, nil, false, nil
 	}
+	return env.Schema, env.Payload, true, nil
+}
+
+// Encode converts one JsonConverter key or value ({"schema":…,"payload":…}
+// or null) to the Confluent wire format; nil and JSON null give nil.
+func (e *AvroEncoder) Encode(b []byte) ([]byte, error) {
+	schema, payload, ok, err := connectRecord(b)
+	if !ok {
+		return nil, err
+	}
+	env := struct{ Schema, Payload json.RawMessage }{schema, payload}
 	e.mu.Lock()
 	c := e.conv[string(env.Schema)]
 	if c == nil {
@@ -139,6 +153,7 @@ type connectSchema struct {
 	Field      string            `json:"field"`
 	Fields     []*connectSchema  `json:"fields"`
 	Items      *connectSchema    `json:"items"`
+	Keys       *connectSchema    `json:"keys"`
 	Values     *connectSchema    `json:"values"`
 }
 

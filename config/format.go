@@ -82,12 +82,6 @@ func (c *Config) validateFormat(p *Problems) {
 	check(c.Format, "format")
 	check(c.Parent.Format, "parent", "format")
 	check(c.Child.Format, "child", "format")
-	for _, side := range []row.Side{row.Parent, row.Child} {
-		if c.SideFormat(side) == FormatProtobuf {
-			c.add(p, "format protobuf is not supported yet (use avro or json)", "format")
-			break
-		}
-	}
 	r := c.SchemaRegistry
 	if r == nil {
 		if c.NeedsRegistry() {

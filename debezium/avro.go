@@ -356,11 +356,9 @@ func (d *Decoder) decodeRegistry(key, value []byte, headers []Header, ev *Event)
 	if r.i != len(r.b) {
 		return false, badBody(id, "value", strconv.Itoa(len(r.b)-r.i)+" bytes after the record")
 	}
-	if !ev.Op.valid() {
-		return false, &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(ev.Op.String())}
+	if de := d.envelopeDone(ev, e.proj); de != nil {
+		return false, de
 	}
-	ev.Types = e.proj.types
-	d.noteTypes(e.proj.types)
 	if len(key) == 0 {
 		return true, nil
 	}
@@ -386,6 +384,17 @@ func (d *Decoder) decodeRegistry(key, value []byte, headers []Header, ev *Event)
 		return false, badBody(kid, "key", strconv.Itoa(len(kr.b)-kr.i)+" bytes after the key")
 	}
 	return true, nil
+}
+
+// envelopeDone checks a decoded registry-format envelope's op and sets its
+// column types.
+func (d *Decoder) envelopeDone(ev *Event, p *projection) *DecodeError {
+	if !ev.Op.valid() {
+		return &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(ev.Op.String())}
+	}
+	ev.Types = p.types
+	d.noteTypes(p.types)
+	return nil
 }
 
 func (o Op) valid() bool {
@@ -475,38 +484,12 @@ func (d *Decoder) avroSource(r *avroReader, f *avroEnvField, src *Source, id Sch
 		switch f.src[i] {
 		case srcTsMs, srcLSN, srcTxID, srcPos, srcRow:
 			v, _, ok = r.longOf(sf.t)
-			switch f.src[i] {
-			case srcTsMs:
-				src.TsMs = v
-			case srcLSN:
-				src.LSN = v
-			case srcTxID:
-				src.TxID = v
-			case srcPos:
-				src.Pos = v
-			case srcRow:
-				src.Row = v
-			}
+			setSourceInt(src, f.src[i], v)
 		case srcSkip:
 			ok = r.skip(sf.t)
 		default:
 			if s, ok = r.stringOf(sf.t); ok && s != nil {
-				switch f.src[i] {
-				case srcSnapshot:
-					src.Snapshot = intern(&d.lastSnapshot, s)
-				case srcSequence:
-					src.Sequence = d.str(s)
-				case srcDB:
-					src.DB = intern(&d.lastDB, s)
-				case srcSchema:
-					src.Schema = intern(&d.lastSchema, s)
-				case srcTable:
-					src.Table = intern(&d.lastTable, s)
-				case srcFile:
-					src.File = intern(&d.lastFile, s)
-				case srcGTID:
-					src.GTID = d.str(s)
-				}
+				d.setSourceString(src, f.src[i], s)
 			}
 		}
 		if !ok {
@@ -514,6 +497,42 @@ func (d *Decoder) avroSource(r *avroReader, f *avroEnvField, src *Source, id Sch
 		}
 	}
 	return nil
+}
+
+// setSourceInt sets the integer source field of role (srcTsMs, …).
+func setSourceInt(src *Source, role int, v int64) {
+	switch role {
+	case srcTsMs:
+		src.TsMs = v
+	case srcLSN:
+		src.LSN = v
+	case srcTxID:
+		src.TxID = v
+	case srcPos:
+		src.Pos = v
+	case srcRow:
+		src.Row = v
+	}
+}
+
+// setSourceString sets the string source field of role (srcSnapshot, …).
+func (d *Decoder) setSourceString(src *Source, role int, s []byte) {
+	switch role {
+	case srcSnapshot:
+		src.Snapshot = intern(&d.lastSnapshot, s)
+	case srcSequence:
+		src.Sequence = d.str(s)
+	case srcDB:
+		src.DB = intern(&d.lastDB, s)
+	case srcSchema:
+		src.Schema = intern(&d.lastSchema, s)
+	case srcTable:
+		src.Table = intern(&d.lastTable, s)
+	case srcFile:
+		src.File = intern(&d.lastFile, s)
+	case srcGTID:
+		src.GTID = d.str(s)
+	}
 }
 
 // avroRecord decodes a row record into img.
@@ -592,31 +611,7 @@ func (d *Decoder) avroValue(r *avroReader, t *avroType, info *colInfo, out *row.
 		if !ok {
 			return badBody(id, "", "truncated number")
 		}
-		switch info.conv {
-		case convInt:
-			if v < info.min || v > info.max {
-				return mismatch(info, "number "+strconv.FormatInt(v, 10))
-			}
-			switch {
-			case info.mul > 1:
-				if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
-					return mismatch(info, "out-of-range number "+strconv.FormatInt(v, 10))
-				}
-				v *= info.mul
-			case info.div > 1:
-				q := v / info.div
-				if v%info.div < 0 {
-					q--
-				}
-				v = q
-			}
-			*out = row.Value{Kind: info.kind, Int: v}
-		case convFloat:
-			*out = row.Float(float64(v))
-		default:
-			*out = row.Int(v)
-		}
-		return nil
+		return intValue(v, info, out)
 	case aFloat:
 		if len(r.b)-r.i < 4 {
 			return badBody(id, "", "truncated float")
@@ -715,18 +710,10 @@ func (d *Decoder) avroArray(r *avroReader, t *avroType, info *colInfo, out *row.
 	if t.kind != aArray {
 		return mismatch(info, "an Avro value that is not an array")
 	}
-	if d.depth >= maxArrayDepth {
-		return mismatch(info, "arrays nested more than "+strconv.Itoa(maxArrayDepth)+" deep")
+	a, err := d.beginArray(info)
+	if err != nil {
+		return err
 	}
-	level := d.depth
-	if len(d.abuf) <= level {
-		d.abuf = append(d.abuf, nil)
-	}
-	buf := d.abuf[level][:0]
-	transient := d.transient
-	d.depth, d.transient = level+1, true
-	ph, n, ints := level == 0, 0, false
-	var err *DecodeError
 	for err == nil {
 		count, ok := r.blockCount()
 		if !ok {
@@ -737,28 +724,70 @@ func (d *Decoder) avroArray(r *avroReader, t *avroType, info *colInfo, out *row.
 			break
 		}
 		for ; count > 0; count-- {
-			var v row.Value
-			if err = d.avroValue(r, t.items, info.elem, &v, id); err != nil {
+			v := d.elemValue(&a)
+			if err = d.avroValue(r, t.items, info.elem, v, id); err != nil {
 				break
 			}
-			if ph {
-				ph = d.ph.arrayElem(n, v)
-				ints = ints || v.Kind != row.KindString && v.Kind != row.KindBytes
-			}
-			n++
-			buf = row.AppendRowValue(buf, v)
+			d.addElem(&a, v)
 		}
 	}
-	d.depth, d.transient = level, transient
-	d.abuf[level] = buf
+	return d.endArray(&a, err, out)
+}
+
+// binArray is an Avro or Protobuf array being decoded at one nesting
+// level (beginArray, elemValue, addElem, endArray).
+type binArray struct {
+	level     int
+	buf       []byte // the elements' encoding
+	transient bool   // the decoder's transient flag outside the array
+	ph, ints  bool   // it may still be a TOAST placeholder; it has non-string elements
+	n         int
+}
+
+// beginArray starts an array per info.elem.
+func (d *Decoder) beginArray(info *colInfo) (binArray, *DecodeError) {
+	if d.depth >= maxArrayDepth {
+		return binArray{}, mismatch(info, "arrays nested more than "+strconv.Itoa(maxArrayDepth)+" deep")
+	}
+	a := binArray{level: d.depth, transient: d.transient, ph: d.depth == 0}
+	if len(d.abuf) <= a.level {
+		d.abuf = append(d.abuf, nil)
+	}
+	a.buf = d.abuf[a.level][:0]
+	d.depth, d.transient = a.level+1, true
+	return a, nil
+}
+
+// elemValue returns the array level's element value, zeroed.
+func (d *Decoder) elemValue(a *binArray) *row.Value {
+	v := &d.elem[a.level]
+	*v = row.Value{}
+	return v
+}
+
+// addElem appends a decoded element.
+func (d *Decoder) addElem(a *binArray, v *row.Value) {
+	if a.ph {
+		a.ph = d.ph.arrayElem(a.n, *v)
+		a.ints = a.ints || v.Kind != row.KindString && v.Kind != row.KindBytes
+	}
+	a.n++
+	a.buf = row.AppendRowValue(a.buf, *v)
+}
+
+// endArray ends the array (err: decoding it failed): one that is one of
+// Debezium's unchanged-TOAST placeholders becomes row.KindUnavailable.
+func (d *Decoder) endArray(a *binArray, err *DecodeError, out *row.Value) *DecodeError {
+	d.depth, d.transient = a.level, a.transient
+	d.abuf[a.level] = a.buf
 	if err != nil {
 		return err
 	}
-	if ph && d.ph.arrayLen(n, ints) {
+	if a.ph && d.ph.arrayLen(a.n, a.ints) {
 		*out = row.Unavailable()
 		return nil
 	}
-	*out = row.Value{Kind: row.KindArray, Str: d.str(buf)}
+	*out = row.Value{Kind: row.KindArray, Str: d.str(a.buf)}
 	return nil
 }
 

@@ -69,6 +69,10 @@ func appendTwosComplementDecimal(dst, digits []byte, b []byte, scale int) (out, 
 		digits = strconv.AppendUint(digits[:0], u, 10)
 		return appendScaled(dst, neg, digits, scale), digits
 	}
+	if len(b) <= smallDecimalBytes {
+		digits = appendMagnitude(digits[:0], b, neg)
+		return appendScaled(dst, neg, digits, scale), digits
+	}
 	z := new(big.Int).SetBytes(b)
 	if neg {
 		z.Sub(z, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
@@ -124,4 +128,61 @@ func appendPlainNumber(dst, digits []byte, lit []byte) (out, digitsBuf []byte, o
 		}
 	}
 	return appendScaled(dst, neg, digits, scale), digits, true
+}
+
+// smallDecimalBytes bounds the decimals appendMagnitude converts on the
+// stack (155 digits; larger ones go through math/big, which allocates).
+const smallDecimalBytes = 64
+
+// appendMagnitude appends the decimal digits of the magnitude of the
+// big-endian two's complement integer b (len(b) <= smallDecimalBytes)
+// without allocating: repeated division of its 32-bit words by 10^9.
+func appendMagnitude(digits, b []byte, neg bool) []byte {
+	var mag [smallDecimalBytes]byte
+	m := mag[smallDecimalBytes-len(b):]
+	copy(m, b)
+	if neg {
+		carry := 1
+		for i := len(m) - 1; i >= 0; i-- {
+			v := int(^m[i]) + carry
+			m[i], carry = byte(v), v>>8
+		}
+	}
+	var w [smallDecimalBytes / 4]uint32
+	nw := (len(m) + 3) / 4
+	for i := 0; i < len(m); i++ {
+		w[nw-1-i/4] |= uint32(m[len(m)-1-i]) << (8 * (i % 4))
+	}
+	words := w[:nw]
+	var chunks [smallDecimalBytes*8/29 + 1]uint32 // 10^9 > 2^29
+	nc := 0
+	for {
+		for len(words) > 0 && words[0] == 0 {
+			words = words[1:]
+		}
+		if len(words) == 0 {
+			break
+		}
+		var rem uint64
+		for i := range words {
+			cur := rem<<32 | uint64(words[i])
+			words[i], rem = uint32(cur/1e9), cur%1e9
+		}
+		chunks[nc] = uint32(rem)
+		nc++
+	}
+	if nc == 0 {
+		return append(digits, '0')
+	}
+	digits = strconv.AppendUint(digits, uint64(chunks[nc-1]), 10)
+	for i := nc - 2; i >= 0; i-- {
+		var nine [9]byte
+		c := chunks[i]
+		for j := 8; j >= 0; j-- {
+			nine[j] = byte('0' + c%10)
+			c /= 10
+		}
+		digits = append(digits, nine[:]...)
+	}
+	return digits
 }

@@ -91,9 +91,10 @@ type Decoder struct {
 	slots      []int // per key column: its slot in keyTab
 	ph         placeholders
 
-	abuf      [][]byte // per array nesting level: the elements' encoding
-	depth     int      // array nesting level of the value being decoded
-	transient bool     // str may return views (array elements, copied at once)
+	abuf      [][]byte                 // per array nesting level: the elements' encoding
+	elem      [maxArrayDepth]row.Value // per array nesting level: the element being decoded (a local would escape: the decoders recurse)
+	depth     int                      // array nesting level of the value being decoded
+	transient bool                     // str may return views (array elements, copied at once)
 
 	avro  avroSchemas // compiled Avro schemas by id
 	proto protoSchemas
@@ -737,18 +738,8 @@ func (d *Decoder) value(s *scanner, info *colInfo, out *row.Value) *DecodeError 
 		if !ok || v < info.min || v > info.max {
 			return mismatch(info, "number "+string(raw))
 		}
-		switch {
-		case info.mul > 1:
-			if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
-				return mismatch(info, "out-of-range number "+string(raw))
-			}
-			v *= info.mul
-		case info.div > 1:
-			q := v / info.div
-			if v%info.div < 0 {
-				q--
-			}
-			v = q
+		if v, ok = info.units(v); !ok {
+			return mismatch(info, "out-of-range number "+string(raw))
 		}
 		*out = row.Value{Kind: info.kind, Int: v}
 		return nil
@@ -981,11 +972,12 @@ func (d *Decoder) arrayValue(s *scanner, info *colInfo, out *row.Value) *DecodeE
 			err = e
 			break
 		}
-		var v row.Value
-		if err = d.value(s, elem, &v); err != nil {
+		v := &d.elem[level]
+		*v = row.Value{}
+		if err = d.value(s, elem, v); err != nil {
 			break
 		}
-		buf = row.AppendRowValue(buf, v) // copies v before the next element reuses buffers
+		buf = row.AppendRowValue(buf, *v) // copies v before the next element reuses buffers
 	}
 	d.depth, d.transient = level, transient
 	d.abuf[level] = buf

@@ -1,9 +1,1090 @@
 package debezium
 
-// protoSchemas caches compiled Protobuf schemas by id.
-type protoSchemas struct{}
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"time"
 
-// decodeProtobuf decodes a Protobuf record.
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// Protobuf decoding, as the Avro one (avro.go): the first record of a
+// schema id and message compiles a program (the envelope's fields by role,
+// the row message's fields matched to the projected columns with the
+// recipes of their Connect types); decoding walks the wire format once,
+// skipping unprojected fields, without allocating.
+
+// maxMessageIndexes bounds a record's message index path (nesting depth of
+// the message in its .proto file).
+const maxMessageIndexes = 8
+
+// pbSchemaKey names a compiled message: the schema id and message path.
+type pbSchemaKey struct {
+	id  SchemaID
+	n   int
+	idx [maxMessageIndexes]int32
+}
+
+// protoSchemas caches compiled programs.
+type protoSchemas struct {
+	vals map[pbSchemaKey]*pbEnvelope
+	keys map[pbSchemaKey]*pbKey
+	zero [8]byte // the encoding of absent proto3 fields' defaults (a local would escape)
+}
+
+// pbEnvelope is a compiled value message.
+type pbEnvelope struct {
+	err     *DecodeError
+	msg     *pbMsg
+	roles   []int // per field of msg: its role (roleBefore, …)
+	src     []int // per field of the source message: its sourceField role
+	srcMsg  *pbMsg
+	proj    *projection
+	row     *pbMsg
+	cols    []int // per field of row: the projected column, -1 when not projected
+	missing int   // the first projected column the row message lacks, -1: none
+}
+
+// pbKey is a compiled key message.
+type pbKey struct {
+	err  *DecodeError
+	msg  *pbMsg // nil: a key that projects nothing
+	proj *projection
+	cols []int
+}
+
+// messageIndexes reads the message indexes after the schema id of
+// Confluent's Protobuf wire format: a zigzag varint count and that many
+// zigzag varint indexes, a count of 0 meaning the first message ([0]).
+func messageIndexes(b []byte, k *pbSchemaKey) ([]byte, bool) {
+	r := avroReader{b: b}
+	n, ok := r.varint()
+	if !ok || n < 0 || n > maxMessageIndexes {
+		return nil, false
+	}
+	k.n = int(n)
+	for i := 0; i < k.n; i++ {
+		v, ok := r.varint()
+		if !ok || v < 0 || v > math.MaxInt32 {
+			return nil, false
+		}
+		k.idx[i] = int32(v)
+	}
+	return b[r.i:], true
+}
+
+func (d *Decoder) protoMessageOf(k pbSchemaKey, field string) (*pbMsg, *schemaNode, *DecodeError, error) {
+	s, de, err := d.registrySchema(k.id, field, "PROTOBUF")
+	if err != nil || de != nil {
+		return nil, nil, de, err
+	}
+	fd, perr := compileProto(s)
+	if perr != nil {
+		return nil, nil, schemaErr(k.id, field+".schema", "not a .proto file cdcjoin can compile: "+perr.Error()), nil
+	}
+	md, perr := protoMessage(fd, k.idx[:k.n])
+	if perr != nil {
+		return nil, nil, schemaErr(k.id, field+".schema", perr.Error()), nil
+	}
+	m, n, perr := parseProto(md)
+	if perr != nil {
+		return nil, nil, schemaErr(k.id, field+".schema", "not a message cdcjoin can read: "+perr.Error()), nil
+	}
+	return m, n, nil, nil
+}
+
+func (d *Decoder) pbEnvelopeOf(k pbSchemaKey) (*pbEnvelope, error) {
+	if e := d.proto.vals[k]; e != nil {
+		return e, nil
+	}
+	m, conn, de, err := d.protoMessageOf(k, "value")
+	if err != nil {
+		return nil, err
+	}
+	e := &pbEnvelope{err: de, missing: -1}
+	if de == nil {
+		d.compilePbEnvelope(e, k.id, m, conn)
+	}
+	if d.proto.vals == nil {
+		d.proto.vals = map[pbSchemaKey]*pbEnvelope{}
+	}
+	d.proto.vals[k] = e
+	return e, nil
+}
+
+func (d *Decoder) compilePbEnvelope(e *pbEnvelope, id SchemaID, m *pbMsg, conn *schemaNode) {
+	rowNode, de := envelopeRow(conn)
+	if de != nil {
+		e.err = schemaErr(id, "value.schema", de.Reason)
+		return
+	}
+	if e.proj, de = buildProjection(nil, rowNode, d.cols, d.decl); de != nil {
+		de.Field, de.SchemaID = "value.schema."+de.Field, id.ID
+		de.Reason = id.String() + ": " + de.Reason
+		e.err = de
+		return
+	}
+	e.msg = m
+	for _, f := range m.fields {
+		role := roleSkip
+		switch f.name {
+		case schemaFieldBefore, schemaFieldAfter:
+			role = roleBefore
+			if f.name == schemaFieldAfter {
+				role = roleAfter
+			}
+			if f.t.kind != pbMessage || f.t.list || f.t.mapOf {
+				e.err = schemaErr(id, "value.schema."+f.name, "the row image is not a message")
+				return
+			}
+			if e.row == nil {
+				e.row = f.t.msg
+			} else if e.row != f.t.msg {
+				e.err = schemaErr(id, "value.schema."+f.name, "before and after have different row messages")
+				return
+			}
+		case "source":
+			if f.t.kind == pbMessage && !f.t.list {
+				role, e.srcMsg = roleSource, f.t.msg
+				for _, sf := range f.t.msg.fields {
+					e.src = append(e.src, sourceFields[sf.name])
+				}
+			}
+		case "op":
+			role = roleOp
+		case "ts_ms":
+			role = roleTsMs
+		}
+		e.roles = append(e.roles, role)
+	}
+	if e.row == nil {
+		e.err = schemaErr(id, "value.schema", schemaErrNoRowStruct)
+		return
+	}
+	e.cols = d.matchFields(e.row)
+	seen := make([]bool, len(d.cols))
+	for _, j := range e.cols {
+		if j >= 0 {
+			seen[j] = true
+		}
+	}
+	for j, ok := range seen {
+		if !ok {
+			e.missing = j
+			break
+		}
+	}
+}
+
+// matchFields matches a row message's fields to the projected columns.
+func (d *Decoder) matchFields(m *pbMsg) []int {
+	cols := make([]int, len(m.fields))
+	taken := make([]bool, len(d.cols))
+	for i, f := range m.fields {
+		j := d.match([]byte(f.name))
+		if j >= 0 && taken[j] {
+			j = -1
+		}
+		if j >= 0 {
+			taken[j] = true
+		}
+		cols[i] = j
+	}
+	return cols
+}
+
+func (d *Decoder) pbKeyOf(k pbSchemaKey) (*pbKey, error) {
+	if c := d.proto.keys[k]; c != nil {
+		return c, nil
+	}
+	m, conn, de, err := d.protoMessageOf(k, "key")
+	if err != nil {
+		return nil, err
+	}
+	c := &pbKey{err: de}
+	if de == nil {
+		if c.proj, de = buildProjection(nil, conn, d.cols, d.decl); de != nil {
+			de.Field, de.SchemaID = "key.schema."+de.Field, k.id.ID
+			de.Reason = k.id.String() + ": " + de.Reason
+			c.err = de
+		} else {
+			c.msg, c.cols = m, d.matchFields(m)
+		}
+	}
+	if d.proto.keys == nil {
+		d.proto.keys = map[pbSchemaKey]*pbKey{}
+	}
+	d.proto.keys[k] = c
+	return c, nil
+}
+
+// decodeProtobuf decodes a Protobuf record whose value names id.
 func (d *Decoder) decodeProtobuf(id SchemaID, payload, key []byte, headers []Header, ev *Event) (bool, error) {
-	return false, &DecodeError{Kind: ErrMalformed, Field: "value", Offset: -1, SchemaID: id.ID, Reason: "protobuf is not supported yet"}
+	k := pbSchemaKey{id: id}
+	payload, ok := messageIndexes(payload, &k)
+	if !ok {
+		return false, badBody(id, "value", "bad message indexes")
+	}
+	e, err := d.pbEnvelopeOf(k)
+	if err != nil {
+		return false, err
+	}
+	if e.err != nil {
+		return false, e.err
+	}
+	if de := d.pbEnvelope(payload, e, id, ev); de != nil {
+		return false, de
+	}
+	if de := d.envelopeDone(ev, e.proj); de != nil {
+		return false, de
+	}
+	if len(key) == 0 {
+		return true, nil
+	}
+	kid, kp, de := SchemaOf(key, headers, "key")
+	if de != nil {
+		return false, de
+	}
+	kk := pbSchemaKey{id: kid}
+	if kp, ok = messageIndexes(kp, &kk); !ok {
+		return false, badBody(kid, "key", "bad message indexes")
+	}
+	c, err := d.pbKeyOf(kk)
+	if err != nil {
+		return false, err
+	}
+	if c.err != nil {
+		return false, c.err
+	}
+	if de := d.pbRow(kp, c.msg, c.cols, c.proj, &ev.Key, "key", kid, false); de != nil {
+		return false, de
+	}
+	return true, nil
+}
+
+func (d *Decoder) pbEnvelope(b []byte, e *pbEnvelope, id SchemaID, ev *Event) *DecodeError {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return badBody(id, "value", "bad field tag")
+		}
+		b = b[n:]
+		i := e.msg.field(num)
+		role := roleSkip
+		if i >= 0 {
+			role = e.roles[i]
+		}
+		var v []byte
+		switch {
+		case role == roleSkip:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		case typ == protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		case role == roleTsMs && typ == protowire.VarintType:
+			var u uint64
+			u, n = protowire.ConsumeVarint(b)
+			ev.TsMs = int64(u)
+		default:
+			return badBody(id, "value."+e.msg.fields[i].name, "wire type "+strconv.Itoa(int(typ)))
+		}
+		if n < 0 {
+			return badBody(id, "value", "truncated")
+		}
+		b = b[n:]
+		switch role {
+		case roleBefore, roleAfter:
+			img, path := &ev.Before, "value.before"
+			if role == roleAfter {
+				img, path = &ev.After, "value.after"
+				if e.missing >= 0 {
+					return &DecodeError{Kind: ErrMissingColumn, Field: path + "." + d.cols[e.missing], Offset: -1, SchemaID: id.ID,
+						Reason: d.missingReason(e.missing, "the row schema of "+id.String())}
+				}
+			}
+			if de := d.pbRow(v, e.row, e.cols, e.proj, img, path, id, true); de != nil {
+				return de
+			}
+		case roleSource:
+			if de := d.pbSource(v, e, &ev.Source, id); de != nil {
+				return de
+			}
+		case roleOp:
+			if len(v) == 1 {
+				ev.Op = Op(v[0])
+			} else {
+				return &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(string(v))}
+			}
+		case roleTsMs:
+			if typ == protowire.BytesType { // a wrapper
+				u, _ := pbWrapped(v)
+				ev.TsMs = int64(u)
+			}
+		}
+	}
+	return nil
+}
+
+// pbWrapped reads field 1 (a varint) of a wrapper message.
+func pbWrapped(v []byte) (uint64, bool) {
+	var out uint64
+	found := false
+	for len(v) > 0 {
+		num, typ, n := protowire.ConsumeTag(v)
+		if n < 0 {
+			return 0, false
+		}
+		v = v[n:]
+		if num == 1 && typ == protowire.VarintType {
+			out, n = protowire.ConsumeVarint(v)
+			found = true
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, v)
+		}
+		if n < 0 {
+			return 0, false
+		}
+		v = v[n:]
+	}
+	return out, found
+}
+
+func (d *Decoder) pbSource(b []byte, e *pbEnvelope, src *Source, id SchemaID) *DecodeError {
+	m := e.srcMsg
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return badBody(id, "value.source", "bad field tag")
+		}
+		b = b[n:]
+		i := m.field(num)
+		role := srcSkip
+		if i >= 0 {
+			role = e.src[i]
+		}
+		if role == srcSkip {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return badBody(id, "value.source", "truncated")
+			}
+			b = b[n:]
+			continue
+		}
+		var v []byte
+		var u uint64
+		switch typ {
+		case protowire.VarintType:
+			u, n = protowire.ConsumeVarint(b)
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+			if m.fields[i].t.wrapper {
+				if m.fields[i].t.msg.fields[0].t.kind == pbString {
+					v = pbWrappedBytes(v)
+				} else {
+					u, _ = pbWrapped(v)
+				}
+			}
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return badBody(id, "value.source."+m.fields[i].name, "truncated")
+		}
+		b = b[n:]
+		switch role {
+		case srcTsMs, srcLSN, srcTxID, srcPos, srcRow:
+			setSourceInt(src, role, int64(u))
+		default:
+			if v != nil {
+				d.setSourceString(src, role, v)
+			}
+		}
+	}
+	return nil
+}
+
+// pbWrappedBytes reads field 1 (bytes) of a wrapper message.
+func pbWrappedBytes(v []byte) []byte {
+	out := v[:0]
+	for len(v) > 0 {
+		num, typ, n := protowire.ConsumeTag(v)
+		if n < 0 {
+			return out
+		}
+		v = v[n:]
+		if num == 1 && typ == protowire.BytesType {
+			out, n = protowire.ConsumeBytes(v)
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, v)
+		}
+		if n < 0 {
+			return out
+		}
+		v = v[n:]
+	}
+	return out
+}
+
+// pbRow decodes a row (or key) message into img; full: every projected
+// column the message declares gets a value (absent fields are their
+// defaults: null with presence, else the type's zero).
+func (d *Decoder) pbRow(b []byte, m *pbMsg, cols []int, p *projection, img *Row, path string, id SchemaID, full bool) *DecodeError {
+	img.Present = true
+	seen := d.seen
+	clear(seen)
+	all := b
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return badBody(id, path, "bad field tag")
+		}
+		b = b[n:]
+		i := m.field(num)
+		j := -1
+		if i >= 0 {
+			j = cols[i]
+		}
+		if j < 0 || (seen[j] && (m.fields[i].t.list || m.fields[i].t.mapOf)) {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return badBody(id, path, "truncated")
+			}
+			b = b[n:]
+			continue
+		}
+		f := &m.fields[i]
+		info := &p.infos[j]
+		var err *DecodeError
+		if f.t.list || f.t.mapOf {
+			// all of the field's occurrences, from here on, make the
+			// array (or map)
+			err = d.pbArray(all[len(all)-len(b)-protowire.SizeTag(num):], f, info, &img.Values[j], id)
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		} else {
+			n, err = d.pbValue(b, typ, f.t, info, &img.Values[j], id)
+		}
+		if err == nil && n < 0 {
+			err = badBody(id, path+"."+f.name, "truncated")
+		}
+		if err == nil && info.key {
+			err = d.keyValue(j, info, &img.Values[j])
+		}
+		if err != nil {
+			if err.Field == "" {
+				err.Field = path + "." + d.cols[j]
+			}
+			return err
+		}
+		b = b[n:]
+		seen[j] = true
+	}
+	if !full {
+		return nil
+	}
+	for i, j := range cols {
+		if j < 0 || seen[j] {
+			continue
+		}
+		f := &m.fields[i]
+		if err := d.pbDefault(f.t, &p.infos[j], &img.Values[j]); err != nil {
+			err.Field = path + "." + d.cols[j]
+			return err
+		}
+		if p.infos[j].key {
+			if err := d.keyValue(j, &p.infos[j], &img.Values[j]); err != nil {
+				err.Field = path + "." + d.cols[j]
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pbDefault is the value of an absent field.
+func (d *Decoder) pbDefault(t *pbType, info *colInfo, out *row.Value) *DecodeError {
+	switch {
+	case t.list && info.conv == convArray && !t.optional:
+		*out = row.Value{Kind: row.KindArray}
+		return nil
+	case t.list || t.mapOf || t.presence || t.kind == pbMessage:
+		*out = row.Value{}
+		return nil
+	}
+	switch t.kind {
+	case pbFixed32, pbSfixed32, pbFloat:
+		_, err := d.pbValue(d.proto.zero[:4], protowire.Fixed32Type, t, info, out, SchemaID{})
+		return err
+	case pbFixed64, pbDouble:
+		_, err := d.pbValue(d.proto.zero[:8], protowire.Fixed64Type, t, info, out, SchemaID{})
+		return err
+	case pbString, pbBytes:
+		_, err := d.pbValue(d.proto.zero[:1], protowire.BytesType, t, info, out, SchemaID{})
+		return err
+	}
+	_, err := d.pbValue(d.proto.zero[:1], protowire.VarintType, t, info, out, SchemaID{})
+	return err
+}
+
+// pbScalar reads one scalar of kind k with wire type typ: as an integer
+// (u), or its bytes (length-delimited).
+func pbScalar(b []byte, typ protowire.Type, k pbKind) (u uint64, v []byte, n int) {
+	switch typ {
+	case protowire.VarintType:
+		u, n = protowire.ConsumeVarint(b)
+		switch k {
+		case pbSint:
+			u = uint64(protowire.DecodeZigZag(u))
+		case pbInt32:
+			u = uint64(int64(int32(u)))
+		}
+	case protowire.Fixed32Type:
+		var x uint32
+		x, n = protowire.ConsumeFixed32(b)
+		u = uint64(x)
+		if k == pbSfixed32 {
+			u = uint64(int64(int32(x)))
+		}
+	case protowire.Fixed64Type:
+		u, n = protowire.ConsumeFixed64(b)
+	case protowire.BytesType:
+		v, n = protowire.ConsumeBytes(b)
+	default:
+		n = -1
+	}
+	return
+}
+
+// wireOf is the wire type a scalar kind is written with.
+func wireOf(k pbKind) protowire.Type {
+	switch k {
+	case pbFixed32, pbSfixed32, pbFloat:
+		return protowire.Fixed32Type
+	case pbFixed64, pbDouble:
+		return protowire.Fixed64Type
+	case pbString, pbBytes, pbMessage:
+		return protowire.BytesType
+	}
+	return protowire.VarintType
+}
+
+// pbValue decodes one value of type t (not a list) per info; n is the
+// bytes consumed (-1: truncated).
+func (d *Decoder) pbValue(b []byte, typ protowire.Type, t *pbType, info *colInfo, out *row.Value, id SchemaID) (int, *DecodeError) {
+	if typ != wireOf(t.kind) {
+		return -1, badBody(id, "", "wire type "+strconv.Itoa(int(typ))+" for a field of another type")
+	}
+	u, v, n := pbScalar(b, typ, t.kind)
+	if n < 0 {
+		return n, nil
+	}
+	if t.kind == pbMessage {
+		return n, d.pbMessageValue(v, t, info, out, id)
+	}
+	return n, d.pbScalarValue(u, v, t, info, out)
+}
+
+// pbScalarValue converts a read scalar per info.
+func (d *Decoder) pbScalarValue(u uint64, v []byte, t *pbType, info *colInfo, out *row.Value) *DecodeError {
+	switch t.kind {
+	case pbBool:
+		*out = row.Bool(u != 0)
+		if info.conv != convBool && info.conv != convInfer {
+			return mismatch(info, "boolean")
+		}
+		return nil
+	case pbFloat:
+		f := math.Float32frombits(uint32(u))
+		d.tbuf = strconv.AppendFloat(d.tbuf[:0], float64(f), 'g', -1, 32)
+		x, _ := strconv.ParseFloat(view(d.tbuf), 64)
+		*out = row.Float(x)
+		return nil
+	case pbDouble:
+		*out = row.Float(math.Float64frombits(u))
+		return nil
+	case pbString, pbEnum:
+		if t.kind == pbEnum {
+			s, ok := t.symbol(int32(u))
+			if !ok {
+				return mismatch(info, "enum number "+strconv.FormatUint(u, 10))
+			}
+			v = []byte(s)[:len(s):len(s)]
+		}
+		if d.depth == 0 && d.ph.isString(v) {
+			*out = row.Unavailable()
+			return nil
+		}
+		if info.conv == convZoned {
+			ts, perr := time.Parse(time.RFC3339Nano, view(v))
+			if perr != nil {
+				return mismatch(info, "unparsable timestamp "+strconv.Quote(string(v)))
+			}
+			*out = row.Timestamp(ts.UnixMicro())
+			return nil
+		}
+		*out = row.String(d.str(v))
+		return nil
+	case pbBytes:
+		if d.depth == 0 && string(v) == d.ph.text {
+			*out = row.Unavailable()
+			return nil
+		}
+		if info.conv == convDecimal {
+			return d.decimal(v, info.scale, info, out)
+		}
+		*out = row.Value{Kind: row.KindBytes, Str: d.str(v)}
+		return nil
+	}
+	return intValue(int64(u), info, out)
+}
+
+func (t *pbType) symbol(n int32) (string, bool) {
+	if n >= 0 && int(n) < len(t.symbols) {
+		return t.symbols[n], true
+	}
+	s, ok := t.enumMap[n]
+	return s, ok
+}
+
+// units converts v by the recipe's unit (ms → µs, ns → µs, flooring);
+// ok=false when the result overflows.
+func (info *colInfo) units(v int64) (int64, bool) {
+	switch {
+	case info.mul > 1:
+		if v > math.MaxInt64/info.mul || v < math.MinInt64/info.mul {
+			return v, false
+		}
+		return v * info.mul, true
+	case info.div > 1:
+		q := v / info.div
+		if v%info.div < 0 {
+			q--
+		}
+		return q, true
+	}
+	return v, true
+}
+
+// intValue converts an integer per info (units, range).
+func intValue(v int64, info *colInfo, out *row.Value) *DecodeError {
+	switch info.conv {
+	case convInt:
+		if v < info.min || v > info.max {
+			return mismatch(info, "number "+strconv.FormatInt(v, 10))
+		}
+		v, ok := info.units(v)
+		if !ok {
+			return mismatch(info, "out-of-range number "+strconv.FormatInt(v, 10))
+		}
+		*out = row.Value{Kind: info.kind, Int: v}
+	case convFloat:
+		*out = row.Float(float64(v))
+	default:
+		*out = row.Int(v)
+	}
+	return nil
+}
+
+// pbMessageValue decodes a message-typed value: a wrapper, a Decimal, a
+// VariableScaleDecimal, or a struct or map kept as JsonConverter's JSON.
+func (d *Decoder) pbMessageValue(v []byte, t *pbType, info *colInfo, out *row.Value, id SchemaID) *DecodeError {
+	switch {
+	case t.wrapper:
+		inner := t.msg.fields[0].t
+		u, s, found := uint64(0), []byte{}, false
+		for b := v; len(b) > 0; {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				return badBody(id, "", "bad field tag")
+			}
+			b = b[n:]
+			if num == 1 && typ == wireOf(inner.kind) {
+				u, s, n = pbScalar(b, typ, inner.kind)
+				found = true
+			} else {
+				n = protowire.ConsumeFieldValue(num, typ, b)
+			}
+			if n < 0 {
+				return badBody(id, "", "truncated")
+			}
+			b = b[n:]
+		}
+		_ = found
+		return d.pbScalarValue(u, s, inner, info, out)
+	case t.decimal || info.conv == convVarDecimal:
+		var value []byte
+		scale, haveScale := int64(0), false
+		for b := v; len(b) > 0; {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				return badBody(id, "", "bad field tag")
+			}
+			b = b[n:]
+			i := t.msg.field(num)
+			name := ""
+			if i >= 0 {
+				name = t.msg.fields[i].name
+			}
+			switch {
+			case name == "value" && typ == protowire.BytesType:
+				value, n = protowire.ConsumeBytes(b)
+			case name == "scale" && typ == protowire.VarintType:
+				var u uint64
+				u, n = protowire.ConsumeVarint(b)
+				scale, haveScale = int64(int32(u)), true
+				if t.msg.fields[i].t.kind == pbSint {
+					scale = protowire.DecodeZigZag(u)
+				}
+			default:
+				n = protowire.ConsumeFieldValue(num, typ, b)
+			}
+			if n < 0 {
+				return badBody(id, "", "truncated")
+			}
+			b = b[n:]
+		}
+		if d.depth == 0 && string(value) == d.ph.text {
+			*out = row.Unavailable()
+			return nil
+		}
+		if !haveScale && info.conv == convDecimal {
+			scale = int64(info.scale) // proto3 does not write a scale of 0
+		}
+		if value == nil {
+			value = []byte{}
+		}
+		if scale > maxScale || scale < -maxScale {
+			return mismatch(info, "malformed decimal")
+		}
+		if info.conv != convDecimal && info.conv != convVarDecimal {
+			return mismatch(info, "a decimal")
+		}
+		return d.decimal(value, int(scale), info, out)
+	case info.conv == convRaw || info.conv == convInfer:
+		var ok bool
+		d.jbuf, ok = d.pbJSON(d.jbuf[:0], v, t)
+		if !ok {
+			return badBody(id, "", "truncated")
+		}
+		if d.depth == 0 && d.ph.isRaw(d.jbuf) {
+			*out = row.Unavailable()
+		} else {
+			*out = row.String(d.str(d.jbuf))
+		}
+		return nil
+	}
+	return mismatch(info, "a message")
+}
+
+// pbArray decodes every occurrence of field f in b (from f's first one)
+// as one array per info.elem.
+func (d *Decoder) pbArray(b []byte, f *pbField, info *colInfo, out *row.Value, id SchemaID) *DecodeError {
+	if f.t.mapOf || info.conv == convRaw || info.conv == convInfer {
+		var ok bool
+		if f.t.mapOf {
+			d.jbuf, ok = d.pbJSONMap(d.jbuf[:0], b, f)
+		} else {
+			d.jbuf, ok = d.pbJSONList(d.jbuf[:0], b, f)
+		}
+		if !ok {
+			return badBody(id, "", "truncated")
+		}
+		*out = row.String(d.str(d.jbuf))
+		return nil
+	}
+	if info.conv != convArray {
+		return mismatch(info, "a repeated field")
+	}
+	a, err := d.beginArray(info)
+	if err != nil {
+		return err
+	}
+	for len(b) > 0 && err == nil {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			err = badBody(id, "", "bad field tag")
+			break
+		}
+		b = b[n:]
+		if num != f.num {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				err = badBody(id, "", "truncated")
+			}
+			b = b[max(n, 0):]
+			continue
+		}
+		if typ == protowire.BytesType && wireOf(f.t.kind) != protowire.BytesType {
+			// packed
+			var p []byte
+			if p, n = protowire.ConsumeBytes(b); n < 0 {
+				err = badBody(id, "", "truncated")
+				break
+			}
+			b = b[n:]
+			for len(p) > 0 {
+				v := d.elemValue(&a)
+				var m int
+				if m, err = d.pbValue(p, wireOf(f.t.kind), f.t, info.elem, v, id); err != nil {
+					break
+				}
+				if m < 0 {
+					err = badBody(id, "", "truncated packed array")
+					break
+				}
+				p = p[m:]
+				d.addElem(&a, v)
+			}
+			continue
+		}
+		v := d.elemValue(&a)
+		if n, err = d.pbValue(b, typ, f.t, info.elem, v, id); err != nil {
+			break
+		}
+		if n < 0 {
+			err = badBody(id, "", "truncated")
+			break
+		}
+		b = b[n:]
+		d.addElem(&a, v)
+	}
+	return d.endArray(&a, err, out)
+}
+
+// pbJSON appends the JSON text JsonConverter writes for a struct or map
+// value (message v of type t): fields in declaration order, absent ones
+// null (with presence) or their defaults.
+func (d *Decoder) pbJSON(out []byte, v []byte, t *pbType) ([]byte, bool) {
+	m := t.msg
+	out = append(out, '{')
+	for i := range m.fields {
+		f := &m.fields[i]
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJacksonString(out, []byte(f.name))
+		out = append(out, ':')
+		var ok bool
+		if f.t.list || f.t.mapOf {
+			if f.t.mapOf {
+				out, ok = d.pbJSONMap(out, v, f)
+			} else {
+				out, ok = d.pbJSONList(out, v, f)
+			}
+			if !ok {
+				return out, false
+			}
+			continue
+		}
+		val, typ, found, ok := lastField(v, f.num)
+		if !ok {
+			return out, false
+		}
+		if !found {
+			if f.t.presence || f.t.kind == pbMessage {
+				out = append(out, "null"...)
+				continue
+			}
+			val, typ = d.proto.zero[:wireLen(wireOf(f.t.kind))], wireOf(f.t.kind)
+		}
+		if out, ok = d.pbJSONValue(out, val, typ, f.t); !ok {
+			return out, false
+		}
+	}
+	return append(out, '}'), true
+}
+
+func wireLen(t protowire.Type) int {
+	switch t {
+	case protowire.Fixed32Type:
+		return 4
+	case protowire.Fixed64Type:
+		return 8
+	}
+	return 1
+}
+
+// lastField returns the encoding (after the tag) of field num's last
+// occurrence in message b.
+func lastField(b []byte, num protowire.Number) (v []byte, typ protowire.Type, found, ok bool) {
+	for len(b) > 0 {
+		n1, t, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, 0, false, false
+		}
+		b = b[n:]
+		if n = protowire.ConsumeFieldValue(n1, t, b); n < 0 {
+			return nil, 0, false, false
+		}
+		if n1 == num {
+			v, typ, found = b[:n], t, true
+		}
+		b = b[n:]
+	}
+	return v, typ, found, true
+}
+
+// pbJSONValue appends one value's JSON.
+func (d *Decoder) pbJSONValue(out []byte, b []byte, typ protowire.Type, t *pbType) ([]byte, bool) {
+	if typ != wireOf(t.kind) {
+		return out, false
+	}
+	u, v, n := pbScalar(b, typ, t.kind)
+	if n < 0 {
+		return out, false
+	}
+	switch t.kind {
+	case pbMessage:
+		if t.wrapper {
+			val, typ, found, ok := lastField(v, 1)
+			if !ok {
+				return out, false
+			}
+			inner := t.msg.fields[0].t
+			if !found {
+				val, typ = d.proto.zero[:wireLen(wireOf(inner.kind))], wireOf(inner.kind)
+			}
+			return d.pbJSONValue(out, val, typ, inner)
+		}
+		return d.pbJSON(out, v, t)
+	case pbBool:
+		if u != 0 {
+			return append(out, "true"...), true
+		}
+		return append(out, "false"...), true
+	case pbFloat:
+		return appendJavaFloat(out, float64(math.Float32frombits(uint32(u))), 32), true
+	case pbDouble:
+		return appendJavaFloat(out, math.Float64frombits(u), 64), true
+	case pbString:
+		return appendJacksonString(out, v), true
+	case pbEnum:
+		s, ok := t.symbol(int32(u))
+		return appendJacksonString(out, []byte(s)), ok
+	case pbBytes:
+		out = append(out, '"')
+		out = base64.StdEncoding.AppendEncode(out, v)
+		return append(out, '"'), true
+	case pbFixed32, pbFixed64, pbVarint:
+		if t.kind == pbVarint || t.kind == pbFixed64 {
+			return strconv.AppendInt(out, int64(u), 10), true
+		}
+		return strconv.AppendUint(out, u, 10), true
+	}
+	return strconv.AppendInt(out, int64(u), 10), true
+}
+
+// pbJSONList appends the JSON array of repeated field f's occurrences in b.
+func (d *Decoder) pbJSONList(out []byte, b []byte, f *pbField) ([]byte, bool) {
+	out = append(out, '[')
+	first := true
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return out, false
+		}
+		b = b[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return out, false
+		}
+		val := b[:n]
+		b = b[n:]
+		if num != f.num {
+			continue
+		}
+		if typ == protowire.BytesType && wireOf(f.t.kind) != protowire.BytesType {
+			p, _ := protowire.ConsumeBytes(val)
+			for len(p) > 0 {
+				_, _, m := pbScalar(p, wireOf(f.t.kind), f.t.kind)
+				if m < 0 {
+					return out, false
+				}
+				if !first {
+					out = append(out, ',')
+				}
+				first = false
+				var ok bool
+				if out, ok = d.pbJSONValue(out, p[:m], wireOf(f.t.kind), f.t); !ok {
+					return out, false
+				}
+				p = p[m:]
+			}
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		var ok bool
+		if out, ok = d.pbJSONValue(out, val, typ, f.t); !ok {
+			return out, false
+		}
+	}
+	return append(out, ']'), true
+}
+
+// pbJSONMap appends the JSON object of map field f's entries in b.
+func (d *Decoder) pbJSONMap(out []byte, b []byte, f *pbField) ([]byte, bool) {
+	out = append(out, '{')
+	first := true
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return out, false
+		}
+		b = b[n:]
+		if num != f.num || typ != protowire.BytesType {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return out, false
+			}
+			b = b[n:]
+			continue
+		}
+		entry, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return out, false
+		}
+		b = b[n:]
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		var ok bool
+		if out, ok = d.pbJSONEntry(out, entry, f.t.msg); !ok {
+			return out, false
+		}
+	}
+	return append(out, '}'), true
+}
+
+// pbJSONEntry appends "key":value of a map entry message.
+func (d *Decoder) pbJSONEntry(out []byte, entry []byte, m *pbMsg) ([]byte, bool) {
+	if len(m.fields) != 2 {
+		return out, false
+	}
+	kv, kt, kfound, ok := lastField(entry, 1)
+	if !ok {
+		return out, false
+	}
+	var key []byte
+	if kfound {
+		if _, s, n := pbScalar(kv, kt, m.fields[0].t.kind); n >= 0 && kt == protowire.BytesType {
+			key = s
+		} else if n >= 0 {
+			d.tbuf, _ = d.pbJSONValue(d.tbuf[:0], kv, kt, m.fields[0].t)
+			key = d.tbuf
+		}
+	}
+	out = appendJacksonString(out, key)
+	out = append(out, ':')
+	vv, vt, vfound, ok := lastField(entry, 2)
+	if !ok {
+		return out, false
+	}
+	vtyp := m.fields[1].t
+	if !vfound {
+		if vtyp.presence || vtyp.kind == pbMessage {
+			return append(out, "null"...), true
+		}
+		vv, vt = d.proto.zero[:wireLen(wireOf(vtyp.kind))], wireOf(vtyp.kind)
+	}
+	return d.pbJSONValue(out, vv, vt, vtyp)
 }

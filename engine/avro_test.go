@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
@@ -19,9 +20,33 @@ import (
 // changes (op, version, keys, values, in order), and the Avro run's sink
 // model to equal the SQL join of the final tables.
 func TestOracleAvro(t *testing.T) {
+	oracleFormat(t, "avro", 6, func() registryEncoder { return avroEncoder{cdcgen.NewAvroEncoder()} })
+}
+
+// TestOracleProtobuf is TestOracleAvro in Protobuf (cdcgen.ProtobufEncoder:
+// Connect schemas mapped as Confluent's ProtobufConverter maps them).
+func TestOracleProtobuf(t *testing.T) {
+	oracleFormat(t, "protobuf", 3, func() registryEncoder { return protoEncoder{cdcgen.NewProtobufEncoder()} })
+}
+
+// registryEncoder re-encodes JsonConverter records in a registry format
+// and serves the schemas it registered.
+type registryEncoder interface {
+	debezium.SchemaSource
+	Record(cdcgen.Record) (cdcgen.Record, error)
+	Schemas() int
+}
+
+type avroEncoder struct{ *cdcgen.AvroEncoder }
+
+type protoEncoder struct{ *cdcgen.ProtobufEncoder }
+
+func (p protoEncoder) Schemas() int { return len(p.ProtobufEncoder.Schemas()) }
+
+func oracleFormat(t *testing.T, format string, maxSeeds int, newEncoder func() registryEncoder) {
 	ss := seeds(t)
-	if len(ss) > 6 {
-		ss = ss[:6]
+	if len(ss) > maxSeeds {
+		ss = ss[:maxSeeds]
 	}
 	for _, join := range []string{"inner", "left"} {
 		for _, seed := range ss {
@@ -34,7 +59,7 @@ func TestOracleAvro(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				enc := cdcgen.NewAvroEncoder()
+				enc := newEncoder()
 				avroRecs := make([]cdcgen.Record, len(h.Records))
 				for i, r := range h.Records {
 					if avroRecs[i], err = enc.Record(r); err != nil {
@@ -45,8 +70,8 @@ func TestOracleAvro(t *testing.T) {
 					cfg := jobConfig(t, join)
 					cfg.State.Dir = t.TempDir()
 					var opts engine.Options
-					if format == "avro" {
-						cfg.Format = "avro"
+					if format != "json" {
+						cfg.Format = format
 						opts.Schemas = enc
 					}
 					model := newSinkModel()
@@ -74,16 +99,16 @@ func TestOracleAvro(t *testing.T) {
 					return log, model
 				}
 				jsonLog, _ := run(h.Records, "json")
-				avroLog, model := run(avroRecs, "avro")
+				avroLog, model := run(avroRecs, format)
 				if len(jsonLog) != len(avroLog) {
-					t.Fatalf("seed %d: %d changes from JSON, %d from Avro", seed, len(jsonLog), len(avroLog))
+					t.Fatalf("seed %d: %d changes from JSON, %d from %s", seed, len(jsonLog), len(avroLog), format)
 				}
 				for i := range jsonLog {
 					if jsonLog[i] != avroLog[i] {
-						t.Fatalf("seed %d: change %d differs:\njson: %s\navro: %s", seed, i, jsonLog[i], avroLog[i])
+						t.Fatalf("seed %d: change %d differs:\njson: %s\n%s: %s", seed, i, jsonLog[i], format, avroLog[i])
 					}
 				}
-				check(t, seed, "Avro sink model", oracle(t, h.Final, join == "left"), model.rmt.Live())
+				check(t, seed, format+" sink model", oracle(t, h.Final, join == "left"), model.rmt.Live())
 				t.Logf("seed %d: %d records, %d schemas, %d identical changes", seed, len(avroRecs), enc.Schemas(), len(avroLog))
 				if enc.Schemas() < 4 || len(jsonLog) == 0 {
 					t.Fatalf("seed %d: %d schemas, %d changes: the history did not exercise the formats", seed, enc.Schemas(), len(jsonLog))

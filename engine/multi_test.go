@@ -17,6 +17,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
@@ -165,30 +166,6 @@ func canonical(objs []string) []string {
 	return out
 }
 
-func multisetDiff(want, got []string, max int) string {
-	count := map[string]int{}
-	for _, w := range want {
-		count[w]++
-	}
-	for _, g := range got {
-		count[g]--
-	}
-	var lines []string
-	for k, n := range count {
-		switch {
-		case n > 0:
-			lines = append(lines, fmt.Sprintf("- %s (×%d)", k, n))
-		case n < 0:
-			lines = append(lines, fmt.Sprintf("+ %s (×%d)", k, -n))
-		}
-	}
-	sort.Strings(lines)
-	if len(lines) > max {
-		lines = append(lines[:max], fmt.Sprintf("… %d more", len(lines)-max))
-	}
-	return strings.Join(lines, "\n")
-}
-
 // postgresAnswer loads tables into a fresh schema and returns the query's
 // rows as JSON objects.
 func postgresAnswer(t *testing.T, conn *pgx.Conn, schema string, tables cdcgen.MultiTables, sql string) []string {
@@ -210,18 +187,7 @@ func postgresAnswer(t *testing.T, conn *pgx.Conn, schema string, tables cdcgen.M
 		t.Fatalf("postgres: %v", err)
 	}
 	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return canonical(out)
+	return canonical(testkit.Strings(t, rows))
 }
 
 func multiSeeds(t *testing.T) []int64 {
@@ -362,7 +328,7 @@ func runMulti(tt interface {
 	defer conn.Close(ctx)
 	schema := fmt.Sprintf("oracle_%d_%x", seed, uint32(fnv32(sql)))
 	want := postgresAnswer(T, conn, schema, h.Final, sql)
-	if d := multisetDiff(want, model.live(), 20); d != "" {
+	if d := testkit.MultisetDiff(want, model.live(), 20); d != "" {
 		t.Fatalf("seed %d: the sink model differs from PostgreSQL's answer (- PostgreSQL, + cdcjoin; %d rows expected):\n%s", seed, len(want), d)
 	}
 	var final []string
@@ -373,7 +339,7 @@ func runMulti(tt interface {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	if d := multisetDiff(want, canonical(final), 20); d != "" {
+	if d := testkit.MultisetDiff(want, canonical(final), 20); d != "" {
 		t.Fatalf("seed %d: Final differs from PostgreSQL's answer:\n%s", seed, d)
 	}
 	tt.Logf("seed %d: %d rows equal PostgreSQL's", seed, len(want))

@@ -25,12 +25,13 @@ import (
 // fan-out are the parent/child join's (bulkload, skew): a plan's snapshot
 // is applied row by row and its fan-outs at once.
 
-// planKV is the Pipeline's state on a joinstate.Txn: its keys live in the
-// Txn's Aux keyspace under their own prefix, committed with the rest.
+// planKV is the Pipeline's state on a joinstate.Txn: its rows in the
+// child keyspace (group = join key, id = child key), its values in the
+// parent keyspace, so that the row cache answers point reads (absences
+// included, while the state fits in it) as for the parent/child join.
 type planKV struct {
-	e   *Engine        // the engine's Txn in progress, or
-	t   *joinstate.Txn // this one (reading a committed state)
-	key []byte
+	e *Engine        // the engine's Txn in progress, or
+	t *joinstate.Txn // this one (reading a committed state)
 }
 
 func (k *planKV) txn() *joinstate.Txn {
@@ -40,30 +41,25 @@ func (k *planKV) txn() *joinstate.Txn {
 	return k.t
 }
 
-// planPrefix keeps the plan's keys apart from skew's Aux keys.
-const planPrefix = 0xC0
-
-func (k *planKV) wrap(key []byte) []byte {
-	k.key = append(append(k.key[:0], planPrefix), key...)
-	return k.key
-}
-
-func (k *planKV) Get(key []byte) ([]byte, bool, error) { return k.txn().Aux(k.wrap(key)) }
-func (k *planKV) Put(key, value []byte) error          { return k.txn().PutAux(k.wrap(key), value) }
-func (k *planKV) Delete(key []byte) error              { return k.txn().DeleteAux(k.wrap(key)) }
-
-func (k *planKV) Scan(prefix, after []byte, fn func(key, value []byte) error) error {
-	p := append([]byte{planPrefix}, prefix...)
-	var start []byte
-	if after != nil {
-		start = append(append([]byte{planPrefix}, after...), 0)
-	}
-	err := k.txn().AuxScan(p, start, func(key, value []byte) error { return fn(key[1:], value) })
+func stopOK(err error) error {
 	if err == stage.ErrStop {
 		return nil
 	}
 	return err
 }
+
+func (k *planKV) Row(group, id []byte) ([]byte, bool, error) { return k.txn().Child(group, id) }
+func (k *planKV) PutRow(group, id, value []byte) error       { return k.txn().PutChild(group, id, value) }
+func (k *planKV) DeleteRow(group, id []byte) error           { return k.txn().DeleteChild(group, id) }
+func (k *planKV) Rows(group []byte, fn func(id, value []byte) error) error {
+	return stopOK(k.txn().Children(group, fn))
+}
+func (k *planKV) ScanRows(prefix []byte, fn func(key, value []byte) error) error {
+	return stopOK(k.txn().ScanChildren(prefix, fn))
+}
+func (k *planKV) Value(key []byte) ([]byte, bool, error) { return k.txn().Parent(key) }
+func (k *planKV) PutValue(key, value []byte) error       { return k.txn().PutParent(key, value) }
+func (k *planKV) DeleteValue(key []byte) error           { return k.txn().DeleteParent(key) }
 
 // decodePlan decodes r for every FROM item its topic feeds.
 func decodePlan(d *job.PlanDecoder, r *Record, out *Decoded) {

@@ -143,8 +143,13 @@ func testWarmerInstall(t *testing.T, seed int64, installAll bool) (installed int
 	key := func() []byte { return row.AppendKey(nil, []row.Value{row.Int(int64(rng.Intn(300)))}) }
 	var p Prefetch
 	w := s.NewWarmer()
-	defer w.Close()
 	var done chan struct{}
+	defer func() { // every exit (the negative control returns early) waits for the read-ahead goroutine first
+		if done != nil {
+			<-done
+		}
+		w.Close()
+	}()
 	// A bulk load (an ingest, as a new state's snapshot) of half the
 	// parents, after a read ahead whose view predates it: installing that
 	// would put absences the load contradicts.

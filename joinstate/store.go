@@ -906,6 +906,25 @@ func (t *Txn) ChildrenAfter(joinKey, after []byte, fn func(childKey, value []byt
 	return done(err)
 }
 
+// ScanChildren streams every child entry whose join key and child key,
+// concatenated, start with prefix, in key order, fn receiving them
+// concatenated: for callers that lay out their own keys in the child
+// keyspace (package stage's multi-stage plans) and scan across join keys
+// (a truncate, a plan's final rows). Like ChildrenAfter otherwise.
+func (t *Txn) ScanChildren(prefix []byte, fn func(key, value []byte) error) error {
+	head := t.gens.header(nil, prefixChild)
+	it, done, err := t.iter(append(append([]byte(nil), head...), prefix...))
+	if err != nil {
+		return err
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		if err = fn(it.Key()[len(head):], it.Value()); err != nil {
+			break
+		}
+	}
+	return done(err)
+}
+
 // HasChildren reports whether joinKey has a child other than except (which
 // may be nil).
 func (t *Txn) HasChildren(joinKey, except []byte) (bool, error) {

@@ -15,11 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
-	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
@@ -38,24 +36,17 @@ import (
 // poll and AllowRebalance, for owned partitions, and on revocation after the
 // worker stopped -- never on loss.
 type joinStage struct {
-	cfg     *config.Config
-	spec    *keyed.Spec
+	*deps
 	log     *slog.Logger
-	m       *metrics.Metrics
-	topic   string
-	topicID string // the keyed topic's id (a recreated topic has another)
+	topic   string // the keyed topic
 	newSink func(context.Context, SinkFor) (sink.Sink, error)
 	cl      *kgo.Client
 	fatal   chan error // first worker error (cap 1)
-	base    []kgo.Opt  // client options (the workers' forwarders)
-
-	keyedParts int32         // the keyed topic's partition count
-	sm         *metrics.Skew // hot keys
 
 	mu        sync.Mutex
 	workers   map[int32]*worker
 	committed map[int32]int64 // last offset committed to Kafka per owned partition
-	rd        joinReady       // the assignment, for readiness (ready.go)
+	rd        joinReady       // the assignment, for readiness
 
 	// restarts: workers that failed with a restartable Kafka error
 	// (their forwarding transactions), restarted by the dispatcher;
@@ -67,15 +58,15 @@ type joinStage struct {
 	health stageHealth // the consumer's polls (fault.go)
 }
 
-func newJoinStage(cfg *config.Config, spec *keyed.Spec, base []kgo.Opt, top topology, newSink func(context.Context, SinkFor) (sink.Sink, error), log *slog.Logger, m *metrics.Metrics) (*joinStage, error) {
+func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, error)) (*joinStage, error) {
 	j := &joinStage{
-		cfg: cfg, spec: spec, log: log.With("stage", "join"), m: m, topic: cfg.Kafka.KeyedTopic(), topicID: top.keyedID,
-		newSink: newSink, fatal: make(chan error, 1), base: base,
+		deps: d, log: d.log.With("stage", "join"), topic: d.cfg.Kafka.KeyedTopic(),
+		newSink: newSink, fatal: make(chan error, 1),
 		workers: map[int32]*worker{}, committed: map[int32]int64{},
 		restarts: map[int32]error{}, failing: map[int32]time.Time{},
 	}
-	kc := &cfg.Kafka
-	opts := append(append([]kgo.Opt(nil), base...),
+	kc := &d.cfg.Kafka
+	opts := append(append([]kgo.Opt(nil), d.base...),
 		kgo.ConsumerGroup(kc.JoinGroup()),
 		kgo.ConsumeTopics(j.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -166,7 +157,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 		st.Close()
 		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
 	}
-	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.topicID}
+	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.top.keyedID}
 	w := &worker{
 		j: j, p: p, store: st,
 		open:        func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
@@ -175,7 +166,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	t := st.Begin()
-	err = w.newRouter(t, !has)
+	err = w.newOperator(t, !has)
 	if err == nil {
 		err = t.Commit()
 	} else {
@@ -195,7 +186,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 	w.status.end.Store(-1)
 	w.cuTarget.Store(-1)
 	w.quiet.Store(-1)
-	if !w.router.Busy() {
+	if !w.op.Busy() {
 		w.quiet.Store(pos)
 	}
 	j.mu.Lock()
@@ -248,23 +239,27 @@ func (j *joinStage) stopWorkers(parts []int32) {
 // storeStats reports the owned partitions' state stores (for the metrics
 // collector; safe on any goroutine: a store closed meanwhile is skipped).
 func (j *joinStage) storeStats() []metrics.StoreStats {
-	type owned struct {
-		p  int32
-		st *joinstate.Store
-	}
-	j.mu.Lock()
-	ws := make([]owned, 0, len(j.workers))
-	for p, w := range j.workers {
-		ws = append(ws, owned{p, w.store})
-	}
-	j.mu.Unlock()
+	ws := j.owned()
 	out := make([]metrics.StoreStats, 0, len(ws))
 	for _, w := range ws {
-		if st, ok := w.st.Stats(); ok {
+		if st, ok := w.store.Stats(); ok {
 			out = append(out, metrics.StoreStats{Partition: strconv.Itoa(int(w.p)), Stats: st})
 		}
 	}
 	return out
+}
+
+// owned returns the workers of the owned partitions (safe on any
+// goroutine: a worker removed meanwhile has its store closed, which its
+// readers tolerate).
+func (j *joinStage) owned() []*worker {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ws := make([]*worker, 0, len(j.workers))
+	for _, w := range j.workers {
+		ws = append(ws, w)
+	}
+	return ws
 }
 
 // remove forgets a stopped worker and releases its store and sink.
@@ -623,4 +618,58 @@ func max64(a, b int64) int64 {
 		return a
 	}
 	return b
+}
+
+// joinReady is the join stage's assignment as readiness sees it (under
+// joinStage.mu).
+type joinReady struct {
+	joined   bool               // the group assigned partitions (maybe none) at least once
+	awaiting map[int32]struct{} // assigned, worker not started yet
+}
+
+// assigned records newly assigned keyed partitions (OnPartitionsAssigned,
+// called for every assignment, empty ones too; their workers start in
+// assign, after the offsets are fetched).
+func (j *joinStage) assigned(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rd.awaiting == nil {
+		j.rd.awaiting = map[int32]struct{}{}
+	}
+	j.rd.joined = true
+	for _, p := range added[j.topic] {
+		if j.workers[p] == nil {
+			j.rd.awaiting[p] = struct{}{}
+		}
+	}
+}
+
+// notReady reports why the join stage is not ready (nil: ready).
+func (j *joinStage) notReady() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.rd.joined {
+		return errors.New("join stage: waiting for the group's assignment")
+	}
+	for p := range j.rd.awaiting {
+		return fmt.Errorf("join partition %d: assigned, starting", p)
+	}
+	for p, w := range j.workers {
+		if w.caught.Load() {
+			continue
+		}
+		if t := w.cuTarget.Load(); t >= 0 {
+			return fmt.Errorf("join partition %d: catching up (position %d of %d)", p, w.pos.Load(), t)
+		}
+		return fmt.Errorf("join partition %d: starting", p)
+	}
+	return nil
+}
+
+func keysOf[V any](m map[int32]V) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	return out
 }

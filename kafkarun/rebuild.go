@@ -54,7 +54,7 @@ type rebuild struct {
 // startRebuild puts a new worker into bulk rebuild mode when its state is
 // empty and there is committed input to rebuild.
 func (w *worker) startRebuild(dir string, hasState bool) error {
-	if hasState || w.out.EmitFrom() <= 0 || w.j.cfg.State.BulkLoadMB <= 0 {
+	if hasState || w.out.EmitFrom() <= 0 || w.j.cfg.State.BulkLoadMB <= 0 || w.op.BulkRebuild == nil {
 		return nil
 	}
 	spill := filepath.Join(dir, "bulk-load")
@@ -64,7 +64,7 @@ func (w *worker) startRebuild(dir string, hasState bool) error {
 		return err
 	}
 	t := w.store.Begin()
-	err = w.router.MarkInexact(t)
+	err = w.op.BulkRebuild(t)
 	if err == nil {
 		err = t.Commit()
 	} else {

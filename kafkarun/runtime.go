@@ -1,4 +1,4 @@
-// Package runtime runs a cdcjoin job on Kafka: the keying stage (Debezium
+// Package kafkarun runs a cdcjoin job on Kafka: the keying stage (Debezium
 // topics → the compacted "<group>.keyed" topic, transactionally) and the
 // join stage (one worker per owned keyed partition, pebble state, a sink),
 // coordinated by Kafka consumer groups. Any number of processes may run the
@@ -52,7 +52,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +62,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -94,12 +94,32 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Ready, if set, is ready once both stages run, each has its group's
 	// assignment and every owned partition's state (keying indexes, join
-	// state) has caught up to the committed positions (see ready.go);
+	// state) has caught up to the committed positions (see watch);
 	// cleared on return.
 	Ready *metrics.Readiness
 	// ClientOpts are appended to every Kafka client's options (tests:
 	// shorter timeouts, fault injection hooks).
 	ClientOpts []kgo.Opt
+	// Operator, if set, makes each owned keyed partition's operator (a
+	// stage of another kind: package driver's contract) when the partition
+	// is assigned; default: the regular join's skew.Router. It must be
+	// safe for concurrent use.
+	Operator func(OperatorFor) (Operator, error)
+}
+
+// deps is what the stages of Run are made with (one value instead of a
+// list of parameters), shared read-only by them.
+type deps struct {
+	cfg  *config.Config
+	spec *keyed.Spec
+	base []kgo.Opt // the options every client of the job starts with
+	adm  *kadm.Client
+	top  topology
+	log  *slog.Logger
+	m    *metrics.Metrics
+	sm   *metrics.Skew
+	// newOp is Options.Operator (nil: the regular join's, newRouter).
+	newOp func(OperatorFor) (Operator, error)
 }
 
 // Run runs the job until ctx is done, then drains: the batch in progress
@@ -107,12 +127,16 @@ type Options struct {
 // nil. Any fatal error (an unreachable cluster, a missing source topic, a
 // bad record under policy stop, a sink failure) stops both stages and is
 // returned; what was committed before stays committed, nothing after it.
+//
+// Goroutines: Run owns the metrics server, the keying stage's goroutine and
+// the join stage's dispatcher (which owns one worker per owned keyed
+// partition); it waits for all of them before it returns.
 func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := cfg.ValidateForKafka(); err != nil {
 		return err
 	}
 	if (opts.Sink == nil) == (opts.NewSink == nil) {
-		return errors.New("cdcjoin: runtime: set exactly one of Options.Sink and Options.NewSink")
+		return errors.New("cdcjoin: kafkarun: set exactly one of Options.Sink and Options.NewSink")
 	}
 	unlock, err := lockStateDir(cfg.State.Dir)
 	if err != nil {
@@ -142,61 +166,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	var stage atomic.Pointer[joinStage] // set once the join stage exists
-	if reg != nil {
-		sc := metrics.NewStateCollector(func() []metrics.StoreStats {
-			if j := stage.Load(); j != nil {
-				return j.storeStats()
-			}
-			return nil
-		})
-		if err := reg.Register(sc); err != nil {
-			return fmt.Errorf("cdcjoin: metrics: %w", err)
-		}
-		defer reg.Unregister(sc)
-	}
 	newSink := opts.NewSink
 	if newSink == nil {
 		shared := &lockedSink{s: opts.Sink}
 		newSink = func(context.Context, SinkFor) (sink.Sink, error) { return shared, nil }
-	}
-	if reg != nil {
-		sc := metrics.NewSinkCollector(func() metrics.SinkTotals {
-			if j := stage.Load(); j != nil {
-				return j.sinkTotals()
-			}
-			return metrics.SinkTotals{}
-		})
-		if err := reg.Register(sc); err != nil {
-			return fmt.Errorf("cdcjoin: metrics: %w", err)
-		}
-		defer reg.Unregister(sc)
-	}
-	var kstage atomic.Pointer[keying] // set once the keying stage exists
-	var brokers stageHealth           // the probe's (fault.go)
-	brokers.progressed(time.Now())
-	if opts.Ready != nil {
-		limit, klimit := stuckAfter(cfg), keyingStall(cfg)
-		opts.Ready.SetLiveness(func() error {
-			if err := brokers.stalled("kafka", time.Now(), klimit); err != nil {
-				return err
-			}
-			if k := kstage.Load(); k != nil {
-				if err := k.health.stalled("keying", time.Now(), klimit); err != nil {
-					return err
-				}
-			}
-			if j := stage.Load(); j != nil {
-				if err := j.health.stalled("join", time.Now(), klimit); err != nil {
-					return err
-				}
-				if p, d, ok := j.stuck(time.Now(), limit); ok {
-					return fmt.Errorf("join partition %d has been in one batch for %v (more than %v)", p, d.Round(time.Second), limit)
-				}
-			}
-			return nil
-		})
-		defer opts.Ready.SetLiveness(nil)
 	}
 
 	base, err := clientOpts(&cfg.Kafka, log)
@@ -227,10 +200,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		return err
 	}
+	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, newOp: opts.Operator}
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	errs := make(chan error, 4)
 	if cfg.Kafka.MetricsAddr != "" && gat != nil {
 		srv, err := metrics.Listen(cfg.Kafka.MetricsAddr, gat, opts.Ready)
@@ -249,46 +226,40 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	schemas, err := job.OpenSchemas(cfg, registry.Options{Log: log.With("stage", "registry"), Registerer: reg})
 	if err != nil {
-		cancel()
-		wg.Wait()
 		return err
 	}
 	defer schemas.Close()
 	stopSchemas := context.AfterFunc(ctx, schemas.Close) // a fetch waiting for the registry ends at shutdown
 	defer stopSchemas()
-	var src debezium.SchemaSource // nil for a JSON job
+	var src debezium.SchemaSource // nil for a JSON job (a nil *registry.Client is not a nil interface)
 	if schemas != nil {
 		src = schemas
 	}
-	k, err := newKeying(cfg, spec, base, adm, top, log, m, src)
+	k, err := newKeying(d, src)
 	if err != nil {
-		cancel()
-		wg.Wait()
 		return err
 	}
-	j, err := newJoinStage(cfg, spec, base, top, newSink, log, m)
+	j, err := newJoinStage(d, newSink)
 	if err != nil {
 		k.close()
-		cancel()
-		wg.Wait()
 		return err
 	}
-	j.keyedParts, j.sm = top.keyedParts, sm
-	if reg != nil {
-		skc := metrics.NewSkewCollector(cfg.Skew.TopKeys, func() metrics.SkewSnapshot {
-			hot, fanout, waiting := j.skewSnapshot()
-			return metrics.SkewSnapshot{Hot: hot, Busy: k.busy.snapshot(), FanOutKeys: fanout, Waiting: waiting}
-		})
-		if err := reg.Register(skc); err != nil {
-			k.close()
-			cancel()
-			wg.Wait()
-			return fmt.Errorf("cdcjoin: metrics: %w", err)
-		}
-		defer reg.Unregister(skc)
+	unregister, err := registerCollectors(reg, k, j)
+	if err != nil {
+		k.close()
+		j.cl.Close()
+		return err
 	}
-	stage.Store(j)
-	kstage.Store(k)
+	defer unregister()
+	var brokers stageHealth // the probe's (fault.go)
+	brokers.progressed(time.Now())
+	if opts.Ready != nil {
+		watch(opts.Ready, cfg, k, j, schemas, &brokers)
+		defer opts.Ready.SetLiveness(nil)
+		defer opts.Ready.SetCheck(nil)
+		defer opts.Ready.SetStatus(nil)
+		defer opts.Ready.Set(false)
+	}
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
@@ -316,32 +287,6 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			cancel()
 		}
 	}()
-	if opts.Ready != nil {
-		// Ready once every owned partition caught up (ready.go).
-		opts.Ready.SetCheck(func() error {
-			if err := brokers.notReady("kafka"); err != nil {
-				return err
-			}
-			if err := schemas.NotReady(); err != nil {
-				return err
-			}
-			if err := k.health.notReady("keying"); err != nil {
-				return err
-			}
-			if err := k.notReady(); err != nil {
-				return err
-			}
-			if err := j.health.notReady("join"); err != nil {
-				return err
-			}
-			return j.notReady()
-		})
-		opts.Ready.SetStatus(func() any { return status(k, j, time.Now()) })
-		opts.Ready.Set(true)
-		defer opts.Ready.Set(false)
-		defer opts.Ready.SetCheck(nil)
-		defer opts.Ready.SetStatus(nil)
-	}
 	log.Info("running", "keyed_topic", cfg.Kafka.KeyedTopic(), "keyed_partitions", top.keyedParts)
 	wg.Wait()
 	close(errs)
@@ -355,6 +300,100 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// registerCollectors registers the collectors that read the stages at
+// scrape time (state stores, sinks, hot keys) with reg, all or none; the
+// returned function unregisters them. A nil reg registers nothing.
+func registerCollectors(reg prometheus.Registerer, k *keying, j *joinStage) (func(), error) {
+	if reg == nil {
+		return func() {}, nil
+	}
+	cs := []prometheus.Collector{
+		metrics.NewStateCollector(j.storeStats),
+		metrics.NewSinkCollector(j.sinkTotals),
+		metrics.NewSkewCollector(j.cfg.Skew.TopKeys, func() metrics.SkewSnapshot {
+			hot, fanout, waiting := j.skewSnapshot()
+			return metrics.SkewSnapshot{Hot: hot, Busy: k.busy.snapshot(), FanOutKeys: fanout, Waiting: waiting}
+		}),
+	}
+	unregister := func(n int) {
+		for _, c := range cs[:n] {
+			reg.Unregister(c)
+		}
+	}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			unregister(i)
+			return nil, fmt.Errorf("cdcjoin: metrics: %w", err)
+		}
+	}
+	return func() { unregister(len(cs)) }, nil
+}
+
+// Readiness and liveness (watch). An instance is ready (Options.Ready, /readyz) when both stages
+// run, each has received its group's assignment, and every partition it
+// owns has state caught up to the committed positions:
+//
+//   - keying: every assigned source partition's index is restored to its
+//     changelog's end (restore). Indexes are restored as soon as the
+//     partition's committed offset is known to be stable (OnOffsetsFetched:
+//     KIP-447 makes that fetch wait for the previous owner's transaction),
+//     between polls, not only when the partition's first records arrive;
+//     so a moved partition's rebuild happens, and is visible as not ready,
+//     before input for it shows up.
+//   - join: every assigned keyed partition has a worker whose sink is open
+//     and whose durable position reached the group's committed offset (or
+//     what a Positioned sink delivered), or which waited catchUpIdle for
+//     input below it (the records just below it were compacted away, or
+//     are transaction markers).
+//
+// A partition whose local state was current when assigned, or a fresh one
+// with nothing committed, is caught up at once. When a rebuild (no usable
+// local state) or a catch-up (local state behind) ends, one line is logged
+// and metrics.CatchUpSeconds / CatchUpRecords are bumped for it.
+
+// watch answers r's readiness and liveness from the stages: ready once
+// every owned partition caught up and the brokers answer; alive while no
+// stage (nor the brokers, per the probe) is stuck. r's status is the
+// stages' Status (/statusz).
+func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, schemas *registry.Client, brokers *stageHealth) {
+	limit, klimit := stuckAfter(cfg), keyingStall(cfg)
+	r.SetLiveness(func() error {
+		if err := brokers.stalled("kafka", time.Now(), klimit); err != nil {
+			return err
+		}
+		if err := k.health.stalled("keying", time.Now(), klimit); err != nil {
+			return err
+		}
+		if err := j.health.stalled("join", time.Now(), klimit); err != nil {
+			return err
+		}
+		if p, d, ok := j.stuck(time.Now(), limit); ok {
+			return fmt.Errorf("join partition %d has been in one batch for %v (more than %v)", p, d.Round(time.Second), limit)
+		}
+		return nil
+	})
+	r.SetCheck(func() error {
+		if err := brokers.notReady("kafka"); err != nil {
+			return err
+		}
+		if err := schemas.NotReady(); err != nil {
+			return err
+		}
+		if err := k.health.notReady("keying"); err != nil {
+			return err
+		}
+		if err := k.notReady(); err != nil {
+			return err
+		}
+		if err := j.health.notReady("join"); err != nil {
+			return err
+		}
+		return j.notReady()
+	})
+	r.SetStatus(func() any { return status(k, j, time.Now()) })
+	r.Set(true)
 }
 
 // stuckAfter is how long a join partition may stay in one batch before it

@@ -65,12 +65,7 @@ func (j *joinStage) sinkTotals() metrics.SinkTotals {
 	j.sinks.mu.Lock()
 	out := j.sinks.gone
 	j.sinks.mu.Unlock()
-	j.mu.Lock()
-	ws := make([]*worker, 0, len(j.workers))
-	for _, w := range j.workers {
-		ws = append(ws, w)
-	}
-	j.mu.Unlock()
+	ws := j.owned()
 	for _, w := range ws {
 		if st, ok := w.stats.totals(); ok {
 			add(&out, st)

@@ -13,6 +13,7 @@
 //	'F' side salt(2) joinKey [childKey]  a hot key's forward to one of its replicas (package skew)
 //	'L' joinKey                          a hot key's layout change (salting, cooling)
 //	'A' salt(2) joinKey                  a replica's release confirmation
+//	'S' bytes                            an operator's own record (KindStage: Msg.Key, Msg.Value)
 //
 // Values of 'P' and 'C': nil (a tombstone) for deletes; 0x01 row
 // (row.AppendRow) for upserts; 0x03 the row without the columns the key
@@ -21,7 +22,9 @@
 // stage writes; 0x01 records written before stay readable); 0x02 with the
 // versions a row was last emitted with, then the row (load records, from a
 // handover or a move). Values of 'T' and 'E': 0x01. 'F', 'L', 'A': see
-// router.go.
+// router.go. 'S': the operator's (keyedlog does not look inside; an
+// operator with several kinds of records tags them in its key bytes, and
+// gives markers unique keys so that compaction keeps them).
 //
 // The key of a row record is unique per live source row, so log compaction
 // keeps exactly the live rows (plus the latest truncate marker per side),
@@ -59,6 +62,12 @@ const (
 	// KindAck is a replica's confirmation of a release round (Msg.JoinKey,
 	// Msg.Salt, Msg.Origin), read at the key's home partition.
 	KindAck
+	// KindStage is an operator's own record ('S' key: Msg.Key, Msg.Value),
+	// for operators whose inputs are not the keying stage's rows (the
+	// stages of a multi-table plan, a time join's watermarks): written by
+	// the operator's upstream (another stage's Out.Send, a keying stage of
+	// its own), decoded by the operator.
+	KindStage
 )
 
 func (k Kind) String() string {
@@ -73,6 +82,8 @@ func (k Kind) String() string {
 		return "layout"
 	case KindAck:
 		return "ack"
+	case KindStage:
+		return "stage"
 	}
 	return "invalid"
 }
@@ -101,6 +112,9 @@ type Msg struct {
 	// Salt and Origin name a KindAck's replica and release round.
 	Salt   uint16
 	Origin int64
+	// Key (without its 'S') and Value are a KindStage record's bytes
+	// (Value nil for a tombstone).
+	Key, Value []byte
 }
 
 // Decode parses a record of the keyed log into m (every field but Pos and
@@ -112,6 +126,10 @@ func Decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
 }
 
 func decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
+	if len(key) > 0 && key[0] == recStage {
+		m.Kind, m.Key, m.Value = KindStage, key[1:], value
+		return nil
+	}
 	if len(key) < 2 {
 		return fmt.Errorf("key too short (%d bytes)", len(key))
 	}
@@ -141,6 +159,13 @@ func decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
 	}
 	return fmt.Errorf("unknown key type %q", key[0])
 }
+
+// recStage is the first byte of an operator's own record (KindStage).
+const recStage = 'S'
+
+// AppendStageKey appends the key of an operator's own record with the
+// given bytes (KindStage) to dst.
+func AppendStageKey(dst, key []byte) []byte { return append(append(dst, recStage), key...) }
 
 // IsRouter reports whether a record key is one of the hot-key router's
 // records ('F', 'L', 'A'), which only the router rebuilds (a bulk rebuild

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -389,11 +390,42 @@ func sniff(b []byte) string {
 // compatible API) and returns its id: for tools and tests that write Avro
 // records as a converter would.
 func (c *Client) Register(subject, schema string) (int64, error) {
+	return c.register(subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
+}
+
+// RegisterProtobuf registers a .proto file under subject and returns its
+// id; imports names the files it imports other than Google's well-known
+// types, which are registered first, each under its own name as subject
+// and referenced by it (as Confluent's serializers register
+// confluent/meta.proto).
+func (c *Client) RegisterProtobuf(subject, schema string, imports map[string]string) (int64, error) {
+	names := make([]string, 0, len(imports))
+	for name := range imports {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var refs []sr.SchemaReference
+	for _, name := range names {
+		if _, err := c.register(name, sr.Schema{Schema: imports[name], Type: sr.TypeProtobuf}); err != nil {
+			return 0, err
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
+		s, err := c.sr.SchemaByVersion(ctx, name, -1)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("cdcjoin: schema registry: %s: %w", name, err)
+		}
+		refs = append(refs, sr.SchemaReference{Name: name, Subject: name, Version: s.Version})
+	}
+	return c.register(subject, sr.Schema{Schema: schema, Type: sr.TypeProtobuf, References: refs})
+}
+
+func (c *Client) register(subject string, s sr.Schema) (int64, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.Timeout)
 	defer cancel()
-	s, err := c.sr.CreateSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
+	got, err := c.sr.CreateSchema(ctx, subject, s)
 	if err != nil {
 		return 0, fmt.Errorf("cdcjoin: schema registry: register %s: %w", subject, err)
 	}
-	return int64(s.ID), nil
+	return int64(got.ID), nil
 }

@@ -1,6 +1,6 @@
 // Package stage holds the operators of a multi-table plan (package plan)
 // as pure state machines, in the style of package keyed: no goroutines,
-// clocks or I/O. The caller passes the state (a KV), each input's version
+// clocks or I/O. The caller passes the state (a State), each input's version
 // and an emit function.
 //
 //   - Keyer: one table's Debezium events → changes of its rows (upsert
@@ -13,17 +13,19 @@
 //     NULL in its key, or a match condition that is not TRUE) is padded.
 //   - Materializer: the output merged per output row key, for plans whose
 //     rows can be emitted at more than one join key (plan.Stage.Tag*).
-//   - Pipeline: a whole plan on one KV, stages applied depth first in one
+//   - Pipeline: a whole plan on one State, stages applied depth first in one
 //     order (replay).
 //
 // State layout (every tuple in row.AppendKey's order-preserving,
 // prefix-free encoding):
 //
-//	'i' t pk                  → row                       (Keyer of FROM item t)
-//	's' n 'r' J side id       → flags, version, row       (stage n's rows)
-//	's' n 'p' J side          → version                   (stage n's pad epoch of side at J)
-//	'm' 'i' rowkey id         → row                       (materializer: live incarnations)
-//	'm' 'c' rowkey            → version, row              (materializer: the row emitted)
+//	row group     id      value
+//	'i' t         pk      row                  (Keyer of FROM item t)
+//	's' n 'r' J side  id  flags, version, row  (stage n's rows)
+//	'm' 'i' rowkey    id  row                  (materializer: live incarnations)
+//	'm' 'c'       rowkey  version, row         (materializer: the row emitted)
+//	value key
+//	's' n 'p' J side      version              (stage n's pad epoch of side at J)
 //
 // J is the encoded join key, or the single byte 0xFE for a row that can
 // never match (a NULL in its key): such rows are spread by their identity

@@ -386,7 +386,7 @@ type harness struct {
 	q     *query.Query
 	p     *plan.Plan
 	pl    *Pipeline
-	kv    *MemKV
+	kv    *MemState
 	sinks *sinks
 	ver   uint64
 	// tables: by FROM item (a self-joined table's items share a map).
@@ -411,7 +411,7 @@ func compileQuery(t testing.TB, sql string) (*query.Query, *plan.Plan) {
 }
 
 func newHarness(t testing.TB, q *query.Query, p *plan.Plan) *harness {
-	h := &harness{t: t, q: q, p: p, pl: NewPipeline(p), kv: NewMemKV(), sinks: newSinks(), items: map[string][]int{}, names: p.Names()}
+	h := &harness{t: t, q: q, p: p, pl: NewPipeline(p), kv: NewMemState(), sinks: newSinks(), items: map[string][]int{}, names: p.Names()}
 	shared := map[string]map[int64][]row.Value{}
 	for i, f := range q.From {
 		if shared[f.Table] == nil {

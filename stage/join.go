@@ -119,10 +119,11 @@ func (j *Join) pads(s Side) bool {
 	return j.padR
 }
 
-// rowKey builds 's' n 'r' key side id in dst.
-func (j *Join) rowKey(dst, key []byte, s Side, id []byte) []byte {
+// group builds the group of side s's rows at key, 's' n 'r' key side, in
+// dst.
+func (j *Join) group(dst, key []byte, s Side) []byte {
 	dst = append(append(dst[:0], 's', j.n, 'r'), key...)
-	return append(append(dst, byte(s)), id...)
+	return append(dst, byte(s))
 }
 
 func (j *Join) padKey(dst, key []byte, s Side) []byte {
@@ -153,18 +154,18 @@ func decodeRecord(v []byte, r *record) error {
 	return err
 }
 
-func (j *Join) read(kv KV, key []byte, s Side, id []byte, r *record) (bool, error) {
-	j.key = j.rowKey(j.key, key, s, id)
-	v, ok, err := kv.Get(j.key)
+func (j *Join) read(kv State, key []byte, s Side, id []byte, r *record) (bool, error) {
+	j.key = j.group(j.key, key, s)
+	v, ok, err := kv.Row(j.key, id)
 	if !ok || err != nil {
 		return false, err
 	}
 	return true, decodeRecord(v, r)
 }
 
-func (j *Join) padEpoch(kv KV, key []byte, s Side) (uint64, error) {
+func (j *Join) padEpoch(kv State, key []byte, s Side) (uint64, error) {
 	j.key2 = j.padKey(j.key2, key, s)
-	v, ok, err := kv.Get(j.key2)
+	v, ok, err := kv.Value(j.key2)
 	if !ok || err != nil {
 		return 0, err
 	}
@@ -175,21 +176,20 @@ func (j *Join) padEpoch(kv KV, key []byte, s Side) (uint64, error) {
 	return x, nil
 }
 
-func (j *Join) setPadEpoch(kv KV, key []byte, s Side, v uint64) error {
+func (j *Join) setPadEpoch(kv State, key []byte, s Side, v uint64) error {
 	j.key2 = j.padKey(j.key2, key, s)
-	return kv.Put(j.key2, binary.AppendUvarint(nil, v))
+	return kv.PutValue(j.key2, binary.AppendUvarint(nil, v))
 }
 
 // anyMatchable reports whether side s has a matchable row at key other
 // than except.
-func (j *Join) anyMatchable(kv KV, key []byte, s Side, except []byte) (bool, error) {
+func (j *Join) anyMatchable(kv State, key []byte, s Side, except []byte) (bool, error) {
 	if key[0] == Unmatchable {
 		return false, nil
 	}
-	prefix := j.rowKey(nil, key, s, nil)
 	found := false
-	err := kv.Scan(prefix, nil, func(k, v []byte) error {
-		if v[0]&1 == 1 && string(k[len(prefix):]) != string(except) {
+	err := kv.Rows(j.group(nil, key, s), func(id, v []byte) error {
+		if v[0]&1 == 1 && string(id) != string(except) {
 			found = true
 			return ErrStop
 		}
@@ -199,10 +199,9 @@ func (j *Join) anyMatchable(kv KV, key []byte, s Side, except []byte) (bool, err
 }
 
 // anyRow reports whether side s has any row at key.
-func (j *Join) anyRow(kv KV, key []byte, s Side) (bool, error) {
-	prefix := j.rowKey(nil, key, s, nil)
+func (j *Join) anyRow(kv State, key []byte, s Side) (bool, error) {
 	found := false
-	err := kv.Scan(prefix, nil, func([]byte, []byte) error {
+	err := kv.Rows(j.group(nil, key, s), func([]byte, []byte) error {
 		found = true
 		return ErrStop
 	})
@@ -211,16 +210,15 @@ func (j *Join) anyRow(kv KV, key []byte, s Side) (bool, error) {
 
 // eachMatchable streams side s's matchable rows at key, each decoded into
 // j.orec with its identity (copied: fn may emit).
-func (j *Join) eachMatchable(kv KV, key []byte, s Side, fn func(id []byte) error) error {
+func (j *Join) eachMatchable(kv State, key []byte, s Side, fn func(id []byte) error) error {
 	if key[0] == Unmatchable {
 		return nil
 	}
-	prefix := j.rowKey(nil, key, s, nil)
-	return kv.Scan(prefix, nil, func(k, v []byte) error {
+	return kv.Rows(j.group(nil, key, s), func(oid, v []byte) error {
 		if v[0]&1 == 0 {
 			return nil
 		}
-		id := append([]byte(nil), k[len(prefix):]...)
+		id := append([]byte(nil), oid...)
 		if err := decodeRecord(v, &j.orec); err != nil {
 			return err
 		}
@@ -230,7 +228,7 @@ func (j *Join) eachMatchable(kv KV, key []byte, s Side, fn func(id []byte) error
 
 // Apply applies one input of side s with version. Versions must increase
 // from one call to the next on the same state.
-func (j *Join) Apply(kv KV, s Side, in *Input, version uint64, emit Emit) error {
+func (j *Join) Apply(kv State, s Side, in *Input, version uint64, emit Emit) error {
 	j.Stats.Inputs++
 	j.fan = 0
 	var err error
@@ -246,7 +244,7 @@ func (j *Join) Apply(kv KV, s Side, in *Input, version uint64, emit Emit) error 
 	return err
 }
 
-func (j *Join) upsert(kv KV, s Side, in *Input, v uint64, emit Emit) error {
+func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 	o := s.other()
 	padS, padO := j.pads(s), j.pads(o)
 	had, err := j.read(kv, in.Key, s, in.ID, &j.old)
@@ -336,19 +334,19 @@ func (j *Join) upsert(kv KV, s Side, in *Input, v uint64, emit Emit) error {
 		}
 	}
 	j.enc = appendRecord(j.enc[:0], &record{matchable: newM, version: v, row: in.Row})
-	j.key = j.rowKey(j.key, in.Key, s, in.ID)
-	return kv.Put(j.key, j.enc)
+	j.key = j.group(j.key, in.Key, s)
+	return kv.PutRow(j.key, in.ID, j.enc)
 }
 
-func (j *Join) delete(kv KV, s Side, key, id []byte, v uint64, emit Emit) error {
+func (j *Join) delete(kv State, s Side, key, id []byte, v uint64, emit Emit) error {
 	o := s.other()
 	padS, padO := j.pads(s), j.pads(o)
 	had, err := j.read(kv, key, s, id, &j.old)
 	if err != nil || !had {
 		return err
 	}
-	j.key = j.rowKey(j.key, key, s, id)
-	if err := kv.Delete(j.key); err != nil {
+	j.key = j.group(j.key, key, s)
+	if err := kv.DeleteRow(j.key, id); err != nil {
 		return err
 	}
 	oExists := false
@@ -395,7 +393,7 @@ func (j *Join) delete(kv KV, s Side, key, id []byte, v uint64, emit Emit) error 
 			return err
 		} else if !any {
 			j.key2 = j.padKey(j.key2, key, s)
-			return kv.Delete(j.key2)
+			return kv.DeleteValue(j.key2)
 		}
 	}
 	return nil
@@ -403,7 +401,7 @@ func (j *Join) delete(kv KV, s Side, key, id []byte, v uint64, emit Emit) error 
 
 // Clear deletes every row of side s (a truncate of its table), emitting
 // what each delete would.
-func (j *Join) Clear(kv KV, s Side, version uint64, emit Emit) error {
+func (j *Join) Clear(kv State, s Side, version uint64, emit Emit) error {
 	return j.scanRows(kv, func(key []byte, side Side, id, _ []byte) error {
 		if side != s {
 			return nil
@@ -414,10 +412,10 @@ func (j *Join) Clear(kv KV, s Side, version uint64, emit Emit) error {
 
 // scanRows streams every row of the stage, its key, side and identity
 // (copies) split from its state key, and its stored value.
-func (j *Join) scanRows(kv KV, fn func(key []byte, s Side, id, value []byte) error) error {
+func (j *Join) scanRows(kv State, fn func(key []byte, s Side, id, value []byte) error) error {
 	prefix := []byte{'s', j.n, 'r'}
 	nk := len(j.st.L.Key)
-	return kv.Scan(prefix, nil, func(k, v []byte) error {
+	return kv.ScanRows(prefix, func(k, v []byte) error {
 		rest := k[len(prefix):]
 		jl := 1
 		if rest[0] != Unmatchable {

@@ -22,7 +22,7 @@ func (e *KeyError) Error() string {
 
 // Keyer turns the decoded Debezium events of one FROM item's table
 // (projected to plan.Table.Columns, key columns first) into changes of its
-// rows, keeping an index primary key → last complete row in the KV
+// rows, keeping an index primary key → last complete row in the State
 // ('i' item pk). An update or delete never relies on `before` (REPLICA
 // IDENTITY DEFAULT leaves it out): the index has the previous row; TOAST
 // placeholders are filled from it; an update that changes nothing the
@@ -43,8 +43,9 @@ func NewKeyer(p *plan.Plan, t int) *Keyer {
 	return &Keyer{item: byte(t), table: &p.Tables[t], nkey: len(p.Tables[t].Key)}
 }
 
-func (k *Keyer) indexKey(pk []byte) []byte {
-	k.ikey = append(append(k.ikey[:0], 'i', k.item), pk...)
+// indexGroup is the group of the index's rows ('i' item).
+func (k *Keyer) indexGroup() []byte {
+	k.ikey = append(k.ikey[:0], 'i', k.item)
 	return k.ikey
 }
 
@@ -65,11 +66,11 @@ func (k *Keyer) pkOf(dst []byte, vals []row.Value) ([]byte, bool) {
 // Key emits the changes ev makes to the table's rows (emit), or calls
 // truncate for a truncate after clearing the index. Errors are *KeyError
 // for events that cannot be keyed, the KV's, or emit's.
-func (k *Keyer) Key(kv KV, ev *debezium.Event, emit Emit, truncate func() error) error {
+func (k *Keyer) Key(kv State, ev *debezium.Event, emit Emit, truncate func() error) error {
 	switch ev.Op {
 	case debezium.OpTruncate:
-		prefix := []byte{'i', k.item}
-		err := kv.Scan(prefix, nil, func(key, _ []byte) error { return kv.Delete(key) })
+		group := []byte{'i', k.item}
+		err := kv.Rows(group, func(pk, _ []byte) error { return kv.DeleteRow(group, pk) })
 		if err != nil {
 			return err
 		}
@@ -110,7 +111,7 @@ func (k *Keyer) Key(kv KV, ev *debezium.Event, emit Emit, truncate func() error)
 		}
 		k.enc = row.AppendRow(k.enc[:0], k.vals)
 		if !(same && had) {
-			if err := kv.Put(k.indexKey(k.key), k.enc); err != nil {
+			if err := kv.PutRow(k.indexGroup(), k.key, k.enc); err != nil {
 				return err
 			}
 		}
@@ -137,8 +138,8 @@ func (k *Keyer) Key(kv KV, ev *debezium.Event, emit Emit, truncate func() error)
 }
 
 // load reads pk's indexed row into k.old.
-func (k *Keyer) load(kv KV, pk []byte) (bool, error) {
-	v, ok, err := kv.Get(k.indexKey(pk))
+func (k *Keyer) load(kv State, pk []byte) (bool, error) {
+	v, ok, err := kv.Row(k.indexGroup(), pk)
 	if !ok || err != nil {
 		return false, err
 	}
@@ -147,12 +148,12 @@ func (k *Keyer) load(kv KV, pk []byte) (bool, error) {
 }
 
 // gone retracts pk's row, if indexed, and forgets it.
-func (k *Keyer) gone(kv KV, pk []byte, emit Emit) error {
+func (k *Keyer) gone(kv State, pk []byte, emit Emit) error {
 	had, err := k.load(kv, pk)
 	if err != nil || !had {
 		return err
 	}
-	if err := kv.Delete(k.indexKey(pk)); err != nil {
+	if err := kv.DeleteRow(k.indexGroup(), pk); err != nil {
 		return err
 	}
 	k.delta = Delta{Op: row.Retract, ID: pk, Row: k.old}

@@ -14,7 +14,7 @@ import (
 // (the same row at two keys of the last stage, or of an earlier one) may
 // live at once for a while, when their changes come from different
 // partitions. It keeps every live incarnation ('m' 'i' rowkey id → row)
-// and the row it emitted ('m' 'c' rowkey → version, row), and emits the
+// and the row it emitted (group 'm' 'c', id rowkey → version, row), and emits the
 // first live incarnation (in identity order) whenever that changes — like
 // Flink's SinkUpsertMaterializer. Each row key is then emitted by one
 // materializer, with its versions. Not safe for concurrent use.
@@ -41,24 +41,23 @@ func RowKey(dst []byte, p *plan.Plan, r []row.Value) []byte {
 // Apply applies one change of the last stage's output (an incarnation
 // d.ID of the row) with version, emitting the changes of the merged row
 // (ID: its row key).
-func (m *Materializer) Apply(kv KV, d *Delta, version uint64, emit Emit) error {
+func (m *Materializer) Apply(kv State, d *Delta, version uint64, emit Emit) error {
 	src := d.Row
 	m.rk = RowKey(m.rk[:0], m.p, src)
-	m.key = append(append(append(m.key[:0], 'm', 'i'), m.rk...), d.ID...)
+	m.key = append(append(m.key[:0], 'm', 'i'), m.rk...)
 	var err error
 	if d.Op == row.Upsert {
 		m.enc = row.AppendRow(m.enc[:0], d.Row)
-		err = kv.Put(m.key, m.enc)
+		err = kv.PutRow(m.key, d.ID, m.enc)
 	} else {
-		err = kv.Delete(m.key)
+		err = kv.DeleteRow(m.key, d.ID)
 	}
 	if err != nil {
 		return err
 	}
 	// The winner: the first live incarnation.
-	prefix := append([]byte{'m', 'i'}, m.rk...)
 	m.have = false
-	err = kv.Scan(prefix, nil, func(_, v []byte) error {
+	err = kv.Rows(m.key, func(_, v []byte) error {
 		var err error
 		m.win, err = row.DecodeRow(m.win[:0], v)
 		m.have = true
@@ -70,8 +69,8 @@ func (m *Materializer) Apply(kv KV, d *Delta, version uint64, emit Emit) error {
 	if err != nil {
 		return err
 	}
-	ckey := append([]byte{'m', 'c'}, m.rk...)
-	cv, had, err := kv.Get(ckey)
+	ckey := []byte{'m', 'c'}
+	cv, had, err := kv.Row(ckey, m.rk)
 	if err != nil {
 		return err
 	}
@@ -90,7 +89,7 @@ func (m *Materializer) Apply(kv KV, d *Delta, version uint64, emit Emit) error {
 	case !m.have && !had:
 		return nil
 	case !m.have:
-		if err := kv.Delete(ckey); err != nil {
+		if err := kv.DeleteRow(ckey, m.rk); err != nil {
 			return err
 		}
 		m.delta = Delta{Op: row.Retract, ID: m.rk, Row: m.cur, Version: version, PrevVersion: curVer}
@@ -99,7 +98,7 @@ func (m *Materializer) Apply(kv KV, d *Delta, version uint64, emit Emit) error {
 		return nil
 	}
 	m.enc = row.AppendRow(binary.AppendUvarint(m.enc[:0], version), m.win)
-	if err := kv.Put(ckey, m.enc); err != nil {
+	if err := kv.PutRow(ckey, m.rk, m.enc); err != nil {
 		return err
 	}
 	m.delta = Delta{Op: row.Upsert, ID: m.rk, Row: m.win, Version: version}
@@ -110,9 +109,9 @@ func (m *Materializer) Apply(kv KV, d *Delta, version uint64, emit Emit) error {
 }
 
 // Rows streams the materialized rows (in row-key order).
-func (m *Materializer) Rows(kv KV, fn func(r []row.Value) error) error {
+func (m *Materializer) Rows(kv State, fn func(r []row.Value) error) error {
 	var vals []row.Value
-	return kv.Scan([]byte{'m', 'c'}, nil, func(_, v []byte) error {
+	return kv.Rows([]byte{'m', 'c'}, func(_, v []byte) error {
 		_, n := binary.Uvarint(v)
 		if n <= 0 {
 			return fmt.Errorf("%w: materializer row", row.ErrCorrupt)

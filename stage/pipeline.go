@@ -8,7 +8,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
-// Pipeline runs a whole plan on one KV, in one order: an event of a FROM
+// Pipeline runs a whole plan on one State, in one order: an event of a FROM
 // item is keyed, fed to its stage, and every change a stage emits is fed
 // to the next one at once (depth first), down to the output. Every stage
 // input takes the next version (Apply's next), so versions strictly
@@ -26,7 +26,7 @@ type Pipeline struct {
 	out    Output
 
 	filtered []Delta // scratch per stage for Filter
-	kv       KV
+	kv       State
 	next     func() uint64
 	emit     func(*row.Change) error
 }
@@ -59,8 +59,8 @@ func (pl *Pipeline) Stats(n int) Stats { return pl.joins[n-1].Stats }
 // columns). next returns the version of the next stage input; emit gets
 // the changes of the output (its slices are only valid during the call).
 // Errors are *KeyError (a bad record), evaluation errors of the query's
-// expressions (bad records too: see ExprError), the KV's and emit's.
-func (pl *Pipeline) Apply(kv KV, t int, ev *debezium.Event, next func() uint64, emit func(*row.Change) error) error {
+// expressions (bad records too: see ExprError), the State's and emit's.
+func (pl *Pipeline) Apply(kv State, t int, ev *debezium.Event, next func() uint64, emit func(*row.Change) error) error {
 	pl.kv, pl.next, pl.emit = kv, next, emit
 	stage, side := t, R
 	if t == 0 {

@@ -6,7 +6,7 @@ import "github.com/cdcjoin/cdcjoin/row"
 // the residual), in the order of its keyspace: the joined rows from each
 // left row, then the padded rows. It is the output a sink holds after
 // applying everything the stage emitted.
-func (j *Join) Rows(kv KV, fn Emit) error {
+func (j *Join) Rows(kv State, fn Emit) error {
 	var rec record
 	return j.scanRows(kv, func(key []byte, s Side, id, v []byte) error {
 		if err := decodeRecord(v, &rec); err != nil {
@@ -44,7 +44,7 @@ func (j *Join) Rows(kv KV, fn Emit) error {
 // Final streams the output of the plan held in kv (every row, as an
 // upsert; unsorted): the materializer's rows, or the last stage's rows
 // through its residual filter.
-func (pl *Pipeline) Final(kv KV, fn func(*row.Change) error) error {
+func (pl *Pipeline) Final(kv State, fn func(*row.Change) error) error {
 	if pl.mat != nil {
 		var d Delta
 		return pl.mat.Rows(kv, func(r []row.Value) error {

@@ -1,13 +1,15 @@
-// Command formats writes one seeded CDC history twice as `cdcjoin replay`
-// input: JsonConverter records with schemas (json.jsonl) and the same
-// records in Avro through a schema registry (avro.jsonl: key_b64/value_b64,
-// Confluent wire format, schemas registered in the registry at --registry,
-// its Confluent-compatible API), plus a job config for each, for the
+// Command formats writes one seeded CDC history three times as `cdcjoin
+// replay` input: JsonConverter records with schemas (json.jsonl) and the
+// same records in Avro and in Protobuf through a schema registry
+// (avro.jsonl, protobuf.jsonl: key_b64/value_b64, Confluent wire format,
+// schemas registered in the registry at --registry, its
+// Confluent-compatible API), plus a job config for each, for the
 // replay-rate comparison of the formats (bench/README.md, "Avro and JSON").
 //
 //	go run ./bench/formats --registry http://127.0.0.1:18081/apis/ccompat/v7 --ops 200000 --out DIR
 //	/usr/bin/time -v bin/cdcjoin replay --config DIR/json.yaml --input DIR/json.jsonl --quiet
 //	/usr/bin/time -v bin/cdcjoin replay --config DIR/avro.yaml --input DIR/avro.jsonl --quiet
+//	/usr/bin/time -v bin/cdcjoin replay --config DIR/protobuf.yaml --input DIR/protobuf.jsonl --quiet
 package main
 
 import (
@@ -61,6 +63,11 @@ func run(registryURL string, ops int, seed int64, out string) error {
 		n++
 		return reg.Register(fmt.Sprintf("bench-%d-%d", stamp, n), schema)
 	}
+	pbEnc := cdcgen.NewProtobufEncoder()
+	pbEnc.Register = func(schema string, imports map[string]string) (int64, error) {
+		n++
+		return reg.RegisterProtobuf(fmt.Sprintf("bench-pb-%d-%d", stamp, n), schema, imports)
+	}
 	jf, err := os.Create(filepath.Join(out, "json.jsonl"))
 	if err != nil {
 		return err
@@ -69,7 +76,11 @@ func run(registryURL string, ops int, seed int64, out string) error {
 	if err != nil {
 		return err
 	}
-	jw, aw := bufio.NewWriter(jf), bufio.NewWriter(af)
+	pf, err := os.Create(filepath.Join(out, "protobuf.jsonl"))
+	if err != nil {
+		return err
+	}
+	jw, aw, pw := bufio.NewWriter(jf), bufio.NewWriter(af), bufio.NewWriter(pf)
 	if err := cdcgen.WriteJSONL(jw, h.Records); err != nil {
 		return err
 	}
@@ -85,21 +96,28 @@ func run(registryURL string, ops int, seed int64, out string) error {
 			return err
 		}
 		fmt.Fprintf(aw, `{"topic":%q,"partition":%d,"offset":%d,"key_b64":%s,"value_b64":%s}`+"\n", r.Topic, r.Partition, r.Offset, b64(a.Key), b64(a.Value))
+		p, err := pbEnc.Record(r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(pw, `{"topic":%q,"partition":%d,"offset":%d,"key_b64":%s,"value_b64":%s}`+"\n", r.Topic, r.Partition, r.Offset, b64(p.Key), b64(p.Value))
 	}
-	for _, w := range []*bufio.Writer{jw, aw} {
+	for _, w := range []*bufio.Writer{jw, aw, pw} {
 		if err := w.Flush(); err != nil {
 			return err
 		}
 	}
 	jf.Close()
 	af.Close()
+	pf.Close()
 	job := `name: formats_%s
 parent: {topic: ` + cdcgen.DefaultParentTopic + `, key: id}
 child:  {topic: ` + cdcgen.DefaultChildTopic + `, key: id, parent_key: user_id}
 select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
 state: {dir: %s}
 %s`
-	for _, f := range []struct{ name, extra string }{{"json", ""}, {"avro", "format: avro\nschema_registry: {url: " + registryURL + "}\n"}} {
+	for _, f := range []struct{ name, extra string }{{"json", ""}, {"avro", "format: avro\nschema_registry: {url: " + registryURL + "}\n"},
+		{"protobuf", "format: protobuf\nschema_registry: {url: " + registryURL + "}\n"}} {
 		y := fmt.Sprintf(job, f.name, filepath.Join(out, f.name+"-state"), f.extra)
 		if err := os.WriteFile(filepath.Join(out, f.name+".yaml"), []byte(y), 0o644); err != nil {
 			return err

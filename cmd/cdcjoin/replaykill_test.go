@@ -85,22 +85,11 @@ clickhouse:
 	killed, ahead := 0, 0
 	for k := 0; k < kills; k++ {
 		mark := logSize(t, log)
-		cmd := child(t, log, args(k > 0)...)
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("replay exited: %v", err)
-			}
+		if runKilled(t, log, args(k > 0), time.Duration(50+r.IntN(700))*time.Millisecond) {
+			killed++
+		} else {
 			t.Logf("run %d finished before its kill", k+1)
 			k = kills
-		case <-time.After(time.Duration(50+r.IntN(700)) * time.Millisecond):
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-exited
-			killed++
 		}
 		b, _ := os.ReadFile(log.Name())
 		if strings.Contains(string(b[mark:]), "held by ClickHouse already") {
@@ -133,4 +122,27 @@ clickhouse:
 		t.Fatal("no INSERT carried a delivery marker")
 	}
 	conn.Exec(context.Background(), "DROP TABLE IF EXISTS cdcjoin_test."+table)
+}
+
+// runKilled runs the replay args as a child process and kills it with
+// SIGKILL after d; it reports whether it was killed (false: it finished
+// in time, successfully).
+func runKilled(t *testing.T, log *os.File, args []string, d time.Duration) bool {
+	t.Helper()
+	cmd := child(t, log, args...)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("replay exited: %v", err)
+		}
+		return false
+	case <-time.After(d):
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+		return true
+	}
 }

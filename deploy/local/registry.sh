@@ -20,8 +20,9 @@
 # the newest java >= 21 under /usr/lib/jvm, else java on PATH if it is new
 # enough.
 #
-# Environment: REGISTRY_PORT (18081), REGISTRY_HEAP (-Xms64m -Xmx512m),
-# REGISTRY_START_TIMEOUT (180) seconds, REGISTRY_JAVA.
+# Environment: REGISTRY_PORT (18081), REGISTRY_MANAGEMENT_PORT (REGISTRY_PORT
+# + 1000), REGISTRY_HEAP (-Xms64m -Xmx512m), REGISTRY_START_TIMEOUT (180)
+# seconds, REGISTRY_JAVA.
 set -euo pipefail
 SCRIPT=registry.sh
 # shellcheck source=lib.sh
@@ -29,6 +30,7 @@ SCRIPT=registry.sh
 
 RUN="$RUN_ROOT/registry"
 PORT="${REGISTRY_PORT:-18081}"
+MGMT_PORT="${REGISTRY_MANAGEMENT_PORT:-$((PORT + 1000))}"
 HEAP="${REGISTRY_HEAP:--Xms64m -Xmx512m}"
 TIMEOUT="${REGISTRY_START_TIMEOUT:-180}"
 PIDFILE="$RUN/registry.pid"
@@ -100,12 +102,15 @@ cmd_up() {
 	java="$(registry_java)"
 	mkdir -p "$RUN/data" "$LOGS"
 	if ! pid_alive "$PIDFILE" >/dev/null; then
-		# The management interface (health, metrics) is off: it would bind
-		# 0.0.0.0:9000. AUTH off, file-backed H2 so ids survive restarts.
+		# The management interface (health, metrics) cannot be turned off at
+		# run time (quarkus.management.enabled is fixed when the registry is
+		# built): it listens on loopback at its own port, not 0.0.0.0:9000,
+		# so that several registries can run on one machine. AUTH off,
+		# file-backed H2 so ids survive restarts.
 		# shellcheck disable=SC2086
 		start_bg "$PIDFILE" "$LOGS/registry.log" "$java" $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
 			-Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$PORT" \
-			-Dquarkus.management.enabled=false \
+			-Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port="$MGMT_PORT" \
 			-Dquarkus.log.console.json=false \
 			-Dapicurio.datasource.url="jdbc:h2:file:$RUN/data/registry;DB_CLOSE_ON_EXIT=FALSE" \
 			-Dapicurio.datasource.jdbc.initial-size=2 -Dapicurio.datasource.jdbc.min-size=2 \
