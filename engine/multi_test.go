@@ -66,6 +66,16 @@ var multiQueries = map[string]string{
 
 func multiConfig(t testing.TB, sql string) *config.Config {
 	t.Helper()
+	cfg := sqlConfig(t, sql)
+	if cfg.Plan() == nil {
+		t.Fatal("not a plan")
+	}
+	return cfg
+}
+
+// sqlConfig is the job of sql over the Schema4 tables it names.
+func sqlConfig(t testing.TB, sql string) *config.Config {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString("name: multi\ntables:\n")
 	for _, tb := range cdcgen.Schema4() {
@@ -81,9 +91,6 @@ func multiConfig(t testing.TB, sql string) *config.Config {
 	cfg, err := config.Parse([]byte(b.String()), "multi.yaml")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if cfg.Plan() == nil {
-		t.Fatal("not a plan")
 	}
 	return cfg
 }

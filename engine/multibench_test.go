@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 )
 
@@ -23,8 +24,18 @@ func TestMultiThroughput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"chain-inner-left"} {
-		cfg := multiConfig(t, multiQueries[q])
+	two := `SELECT u.id AS user_id, u.firstname, u.lastname, d.id AS domain_id, d.domain_name
+		FROM users u JOIN domains d ON d.user_id = u.id`
+	for _, q := range []string{"two-table (parent/child core)", "two-table (plan core)", "chain-inner-left"} {
+		var cfg *config.Config
+		switch q {
+		case "two-table (parent/child core)":
+			cfg = sqlConfig(t, two)
+		case "two-table (plan core)":
+			cfg = sqlConfig(t, two).AsPlan()
+		default:
+			cfg = multiConfig(t, multiQueries[q])
+		}
 		cfg.State.Dir = t.TempDir()
 		cfg.State.BatchEvents = 1000
 		e, err := engine.Open(cfg, engine.Options{})

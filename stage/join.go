@@ -3,6 +3,7 @@ package stage
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cdcjoin/cdcjoin/plan"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -69,6 +70,10 @@ type Join struct {
 
 	padL, padR bool
 	nullID     [3][]byte // by Side: the identity of a padded side
+	// unique by Side: the side is a table whose join key is its primary
+	// key, so its one row at a key has the key as its identity: a point
+	// read (the row cache's, absences included) instead of a scan.
+	unique [3]bool
 
 	old, orec  record
 	key, key2  []byte
@@ -94,6 +99,8 @@ func NewJoin(st *plan.Stage) *Join {
 	for _, s := range []Side{L, R} {
 		nulls := make([]row.Value, len(j.side(s).ID))
 		j.nullID[j.slot(s)] = row.AppendKey(nil, nulls)
+		sd := j.side(s)
+		j.unique[j.slot(s)] = sd.Stage == 0 && len(sd.Key) > 0 && slices.Equal(sd.Key, sd.ID)
 	}
 	return j
 }
@@ -187,6 +194,10 @@ func (j *Join) anyMatchable(kv State, key []byte, s Side, except []byte) (bool, 
 	if key[0] == Unmatchable {
 		return false, nil
 	}
+	if j.unique[j.slot(s)] {
+		v, ok, err := kv.Row(j.group(nil, key, s), key)
+		return ok && v[0]&1 == 1 && string(key) != string(except), err
+	}
 	found := false
 	err := kv.Rows(j.group(nil, key, s), func(id, v []byte) error {
 		if v[0]&1 == 1 && string(id) != string(except) {
@@ -200,6 +211,10 @@ func (j *Join) anyMatchable(kv State, key []byte, s Side, except []byte) (bool, 
 
 // anyRow reports whether side s has any row at key.
 func (j *Join) anyRow(kv State, key []byte, s Side) (bool, error) {
+	if j.unique[j.slot(s)] {
+		_, ok, err := kv.Row(j.group(nil, key, s), key)
+		return ok, err
+	}
 	found := false
 	err := kv.Rows(j.group(nil, key, s), func([]byte, []byte) error {
 		found = true
@@ -213,6 +228,17 @@ func (j *Join) anyRow(kv State, key []byte, s Side) (bool, error) {
 func (j *Join) eachMatchable(kv State, key []byte, s Side, fn func(id []byte) error) error {
 	if key[0] == Unmatchable {
 		return nil
+	}
+	if j.unique[j.slot(s)] {
+		j.key2 = j.group(j.key2, key, s)
+		v, ok, err := kv.Row(j.key2, key)
+		if err != nil || !ok || v[0]&1 == 0 {
+			return err
+		}
+		if err := decodeRecord(v, &j.orec); err != nil {
+			return err
+		}
+		return fn(append([]byte(nil), key...))
 	}
 	return kv.Rows(j.group(nil, key, s), func(oid, v []byte) error {
 		if v[0]&1 == 0 {
@@ -258,8 +284,10 @@ func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 		j.old.row = j.old.row[:0]
 	}
 	oldM, newM := had && j.old.matchable, in.Matchable
+	// others (another matchable row of s at the key) only matters when o
+	// is padded: it decides whether o's rows start or stop being padded.
 	var others bool
-	if oldM != newM {
+	if oldM != newM && padO {
 		if others, err = j.anyMatchable(kv, in.Key, s, in.ID); err != nil {
 			return err
 		}
@@ -333,6 +361,9 @@ func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 			return err
 		}
 	}
+	if j.unique[j.slot(s)] && in.Key[0] != Unmatchable && string(in.Key) != string(in.ID) {
+		return fmt.Errorf("cdcjoin: stage %d: internal: a row of side %c whose join key is its primary key has an identity other than its key", j.n, s)
+	}
 	j.enc = appendRecord(j.enc[:0], &record{matchable: newM, version: v, row: in.Row})
 	j.key = j.group(j.key, in.Key, s)
 	return kv.PutRow(j.key, in.ID, j.enc)
@@ -351,11 +382,14 @@ func (j *Join) delete(kv State, s Side, key, id []byte, v uint64, emit Emit) err
 	}
 	oExists := false
 	if j.old.matchable {
-		others, err := j.anyMatchable(kv, key, s, nil)
-		if err != nil {
-			return err
+		last := false // the last matchable row of s at key (only asked when o is padded)
+		if padO {
+			others, err := j.anyMatchable(kv, key, s, nil)
+			if err != nil {
+				return err
+			}
+			last = !others
 		}
-		last := !others
 		err = j.eachMatchable(kv, key, o, func(oid []byte) error {
 			oExists = true
 			if err := j.emitJoined(emit, s, row.Retract, id, j.old.row, nil, oid, key, v, max(j.old.version, j.orec.version)); err != nil {
