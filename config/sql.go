@@ -49,7 +49,7 @@ func (c *Config) TableTypes(name string, cols []string) []row.ColumnType {
 	if !ok {
 		return nil
 	}
-	return c.declaredTypes(&t, cols)
+	return c.declaredTypes(&t, cols, nil)
 }
 
 // valueNode returns the YAML value node at path, or nil.

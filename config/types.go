@@ -120,12 +120,14 @@ func (c *Config) projected(side row.Side) map[string]bool {
 // configuration must be valid.
 func (c *Config) DeclaredTypes(side row.Side, cols []string) []row.ColumnType {
 	t, _ := c.table(side)
-	return c.declaredTypes(t, cols)
+	return c.declaredTypes(t, cols, c.linkedKeyTypes(side))
 }
 
-// declaredTypes is DeclaredTypes of table t.
-func (c *Config) declaredTypes(t *Table, cols []string) []row.ColumnType {
-	if len(t.Types) == 0 {
+// declaredTypes is DeclaredTypes of table t, whose key columns linked to
+// another table's have that table's declared types where t declares none
+// (linked: column → declared type).
+func (c *Config) declaredTypes(t *Table, cols []string, linked map[string]string) []row.ColumnType {
+	if len(t.Types) == 0 && len(linked) == 0 {
 		return nil
 	}
 	pk := set(t.Key)
@@ -133,7 +135,16 @@ func (c *Config) declaredTypes(t *Table, cols []string) []row.ColumnType {
 	for i, col := range cols {
 		decl, ok := t.Types[col]
 		if !ok {
-			continue
+			// A foreign key column without a type of its own has its
+			// parent key's declared type, and the other way round: the
+			// two must hold the same values.
+			if decl, ok = linked[col]; !ok {
+				continue
+			}
+			decl = strings.TrimSpace(decl)
+			if l := strings.ToLower(decl); strings.HasSuffix(l, " not null") {
+				decl = strings.TrimSpace(decl[:len(decl)-len(" not null")])
+			}
 		}
 		ct, err := pgschema.Column(decl, c.Debezium.Modes())
 		if err != nil {
@@ -175,6 +186,27 @@ func (c *Config) DeclaredOutputTypes() []row.ColumnType {
 		}
 		if d := c.DeclaredTypes(s.Side, []string{s.Column}); d != nil {
 			out[i] = d[0]
+		}
+	}
+	return out
+}
+
+// linkedKeyTypes returns, for side's key columns linked to the other
+// side's (the child's foreign key and the parent's key, one to one), the
+// other side's declared types.
+func (c *Config) linkedKeyTypes(side row.Side) map[string]string {
+	if len(c.Child.ParentKey) != len(c.Parent.Key) {
+		return nil
+	}
+	out := map[string]string{}
+	for i, fk := range c.Child.ParentKey {
+		pk := c.Parent.Key[i]
+		if side == row.Child {
+			if d, ok := c.Parent.Types[pk]; ok {
+				out[fk] = d
+			}
+		} else if d, ok := c.Child.Types[fk]; ok {
+			out[pk] = d
 		}
 	}
 	return out

@@ -37,9 +37,19 @@ type Options struct {
 	// column keeps the class of the first value the decoder saw (a number,
 	// a string, a decimal of one scale, a date, …): a value of another
 	// class is a bad record (ErrTypeMismatch) rather than a second key for
-	// the same row. See KeyTypes for keeping what was learned across
-	// restarts; declared types make it unnecessary.
+	// the same row. A column whose first number was an integer keeps
+	// integers: a number that is not one (34.5, 1e30 beyond int64) is a bad
+	// record too, never a key no row can have. See KeyTypes for keeping
+	// what was learned across restarts; declared types make it
+	// unnecessary.
 	KeyColumns int
+	// KeyClasses, if set, holds the key columns' classes in place of the
+	// decoder's own table, at the slots KeySlots gives per key column:
+	// decoders that share it keep linked columns to one class (job.Decoder
+	// links a child's foreign key to the parent's key, so that a foreign
+	// key no parent key can equal is a bad record).
+	KeyClasses *KeyClasses
+	KeySlots   []int
 	// Placeholder is the connector's unavailable.value.placeholder (default
 	// "__debezium_unavailable_value").
 	Placeholder string
@@ -80,9 +90,12 @@ type Decoder struct {
 	decl     *projection  // declared types, the recipe of records without a schema
 	declErr  *DecodeError // a declared type that cannot be decoded
 	declared bool         // some column has a declared type
-	keyClass []uint32     // per key column: the class of its values, 0 until seen
-	learned  int          // how many keyClass entries are set
-	ph       placeholders
+	keyTab   *KeyClasses  // the key columns' classes (Options.KeyClasses, or the decoder's own)
+	// varDecimal: the value just decoded was a VariableScaleDecimal
+	// (keyValue: a numeric column, integral values or not).
+	varDecimal bool
+	slots      []int // per key column: its slot in keyTab
+	ph         placeholders
 
 	abuf      [][]byte                 // per array nesting level: the elements' encoding
 	elem      [maxArrayDepth]row.Value // per array nesting level: the element being decoded (a local would escape: the decoders recurse)
@@ -152,13 +165,19 @@ const (
 func NewDecoder(columns []string, opts Options) *Decoder {
 	opts.KeyColumns = min(max(opts.KeyColumns, 0), len(columns))
 	d := &Decoder{
-		cols:     slices.Clone(columns),
-		opts:     opts,
-		vals:     newSchemaCache(),
-		keys:     newSchemaCache(),
-		seen:     make([]bool, len(columns)),
-		keyClass: make([]uint32, opts.KeyColumns),
-		ph:       newPlaceholders(opts.Placeholder),
+		cols: slices.Clone(columns),
+		opts: opts,
+		vals: newSchemaCache(),
+		keys: newSchemaCache(),
+		seen: make([]bool, len(columns)),
+		ph:   newPlaceholders(opts.Placeholder),
+	}
+	d.keyTab, d.slots = opts.KeyClasses, opts.KeySlots
+	if d.keyTab == nil || len(d.slots) != opts.KeyColumns {
+		d.keyTab, d.slots = NewKeyClasses(opts.KeyColumns), make([]int, opts.KeyColumns)
+		for i := range d.slots {
+			d.slots[i] = i
+		}
 	}
 	d.decl = &projection{types: make([]row.ColumnType, len(columns)), infos: make([]colInfo, len(columns))}
 	for i := range columns {
@@ -602,6 +621,7 @@ func (d *Decoder) image(s *scanner, row *Row, proj *projection, path string, ful
 			continue
 		}
 		info := &proj.infos[j]
+		d.varDecimal = false
 		err = d.value(s, info, &row.Values[j])
 		if err == nil && info.key {
 			err = d.keyValue(j, info, &row.Values[j])
@@ -907,6 +927,7 @@ func (d *Decoder) structValue(s *scanner, info *colInfo, out *row.Value) *Decode
 		}
 	}
 	if shape && haveScale && haveValue {
+		d.varDecimal = true
 		return d.decimal(b, scale, info, out)
 	}
 	if info.conv == convInfer {
@@ -987,6 +1008,15 @@ func (d *Decoder) arrayValue(s *scanner, info *colInfo, out *row.Value) *DecodeE
 	return nil
 }
 
+// KeyClasses are the classes of values key columns have held (0 until a
+// column's first value), shared by the decoders that NewDecoder is given
+// it (Options.KeyClasses). Not safe for concurrent use (the decoders that
+// share one run on one goroutine).
+type KeyClasses struct{ c []uint32 }
+
+// NewKeyClasses returns a table of n slots, none learned.
+func NewKeyClasses(n int) *KeyClasses { return &KeyClasses{c: make([]uint32, n)} }
+
 // KeyTypes returns, encoded for storing, the class of values each key
 // column has held so far (Options.KeyColumns): the first value seen fixes
 // it. A caller that persists it with its state (next to the positions it
@@ -994,10 +1024,10 @@ func (d *Decoder) arrayValue(s *scanner, info *colInfo, out *row.Value) *DecodeE
 // "one key column, one type" across restarts; without that, a restarted
 // decoder learns afresh from its first record.
 func (d *Decoder) KeyTypes() []byte {
-	b := make([]byte, 0, 1+2*len(d.keyClass))
-	b = binary.AppendUvarint(b, uint64(len(d.keyClass)))
-	for _, c := range d.keyClass {
-		b = binary.AppendUvarint(b, uint64(c))
+	b := make([]byte, 0, 1+2*len(d.slots))
+	b = binary.AppendUvarint(b, uint64(len(d.slots)))
+	for _, sl := range d.slots {
+		b = binary.AppendUvarint(b, uint64(d.keyTab.c[sl]))
 	}
 	return b
 }
@@ -1005,18 +1035,27 @@ func (d *Decoder) KeyTypes() []byte {
 // KeyTypesLearned counts the key columns whose type the decoder has fixed
 // (it only grows): a caller persisting KeyTypes compares it with the count
 // it last saved instead of encoding KeyTypes per record.
-func (d *Decoder) KeyTypesLearned() int { return d.learned }
+func (d *Decoder) KeyTypesLearned() int {
+	n := 0
+	for _, sl := range d.slots {
+		if d.keyTab.c[sl] != 0 {
+			n++
+		}
+	}
+	return n
+}
 
 // RestoreKeyTypes sets what KeyTypes returned, e.g. by an earlier run. It
-// fails when b is corrupt or is for another number of key columns; an
-// empty b changes nothing.
+// fails when b is corrupt, is for another number of key columns, or
+// contradicts a class a linked column already has; an empty b changes
+// nothing.
 func (d *Decoder) RestoreKeyTypes(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
 	n, m := binary.Uvarint(b)
-	if m <= 0 || n != uint64(len(d.keyClass)) {
-		return fmt.Errorf("cdcjoin: key types: stored for %d key columns, the decoder has %d", n, len(d.keyClass))
+	if m <= 0 || n != uint64(len(d.slots)) {
+		return fmt.Errorf("cdcjoin: key types: stored for %d key columns, the decoder has %d", n, len(d.slots))
 	}
 	classes := make([]uint32, 0, n)
 	for b = b[m:]; len(b) > 0; b = b[m:] {
@@ -1026,14 +1065,21 @@ func (d *Decoder) RestoreKeyTypes(b []byte) error {
 		}
 		classes = append(classes, uint32(c))
 	}
-	if len(classes) != len(d.keyClass) {
+	if len(classes) != len(d.slots) {
 		return fmt.Errorf("cdcjoin: key types: corrupt encoding")
 	}
-	copy(d.keyClass, classes)
-	d.learned = 0
-	for _, c := range d.keyClass {
-		if c != 0 {
-			d.learned++
+	for i, c := range classes {
+		switch cur := &d.keyTab.c[d.slots[i]]; {
+		case c == 0 || *cur == c:
+		case *cur == 0:
+			*cur = c
+		case *cur == classInteger && c == classNumber:
+			// A linked column was stored before integers had a class
+			// of their own: the wider class holds both.
+			*cur = c
+		case *cur == classNumber && c == classInteger:
+		default:
+			return fmt.Errorf("cdcjoin: key types: key column %s held %s, a linked key column %s", d.cols[i], className(c), className(*cur))
 		}
 	}
 	return nil
@@ -1042,7 +1088,8 @@ func (d *Decoder) RestoreKeyTypes(b []byte) error {
 // Key classes (Options.KeyColumns): values of one class compare as equal
 // keys exactly when they are equal values.
 const (
-	classNumber  = uint32(row.KindInt) + 1 // integers and variable-scale decimals, canonical
+	classNumber  = uint32(row.KindInt) + 1 // numbers of variable scale, canonical (integers included)
+	classInteger = 1 << 15                 // integers that fit int64 (a column whose first number was one)
 	classDecimal = 1 << 16                 // + scale + maxScale: decimals of one fixed scale
 )
 
@@ -1056,23 +1103,33 @@ func (d *Decoder) keyValue(j int, info *colInfo, v *row.Value) *DecodeError {
 	case v.Kind == row.KindDecimal && info.scale < 0:
 		canonicalKey(v)
 		class = classNumber
+		if v.Kind == row.KindInt && info.conv != convVarDecimal && !d.varDecimal {
+			class = classInteger
+		}
 	case v.Kind == row.KindInt:
-		class = classNumber
+		class = classInteger
 	case v.Kind == row.KindDecimal:
 		class = classDecimal + uint32(info.scale+maxScale)
 	default:
 		class = uint32(v.Kind) + 1
 	}
-	switch d.keyClass[j] {
-	case class:
+	cur := &d.keyTab.c[d.slots[j]]
+	switch {
+	case *cur == class:
 		return nil
-	case 0:
-		d.keyClass[j] = class
-		d.learned++
+	case *cur == 0:
+		*cur = class
 		return nil
+	case *cur == classNumber && (class == classInteger || class == classNumber):
+		return nil // a number column holds integers too
+	case *cur == classInteger && class == classNumber && v.Kind == row.KindInt:
+		return nil // an integral number of variable scale (a VariableScaleDecimal)
+	case *cur == classInteger && class == classNumber:
+		return &DecodeError{Kind: ErrTypeMismatch, Offset: -1,
+			Reason: "key column holds " + v.Text() + " where it held integers: not a key any row can have (declare its type in the configuration if the column is numeric)"}
 	}
 	return &DecodeError{Kind: ErrTypeMismatch, Offset: -1,
-		Reason: "key column holds " + className(class) + " where it held " + className(d.keyClass[j]) +
+		Reason: "key column holds " + className(class) + " where it held " + className(*cur) +
 			" before: one key column keeps one type (declare its type in the configuration)"}
 }
 
@@ -1080,6 +1137,8 @@ func className(c uint32) string {
 	switch {
 	case c == classNumber:
 		return "a number"
+	case c == classInteger:
+		return "an integer"
 	case c >= classDecimal:
 		return "a decimal of scale " + strconv.Itoa(int(c-classDecimal)-maxScale)
 	case c > 0:

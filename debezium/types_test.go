@@ -352,3 +352,77 @@ func TestDeclaredKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegerKeys: without a schema or declared type, a key column whose
+// first number is an integer keeps integers: 34.5, 1e30 (beyond int64)
+// and 1.5e0 are bad records, never keys no row can have (before: accepted
+// as decimal keys, and a child whose foreign key was 71.5 was lost
+// silently); 258.0 and 2.58e2 are still the integer 258. A column whose
+// first number is not an integer holds any number, and a
+// VariableScaleDecimal column (numeric without scale) holds integral and
+// fractional values alike.
+func TestIntegerKeys(t *testing.T) {
+	cols := []string{"id", "user_id", "name"}
+	decode := func(d *Decoder, id, userID string) error {
+		var ev Event
+		_, err := d.Decode([]byte(`{"id":`+id+`}`), []byte(`{"after":{"id":`+id+`,"user_id":`+userID+`,"name":"x"},"op":"c"}`), &ev)
+		return err
+	}
+	d := NewDecoder(cols, Options{KeyColumns: 2})
+	if err := decode(d, `1`, `258`); err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{`258.0`, `2.58e2`, `-7`, `9223372036854775807`} {
+		if err := decode(d, `1`, ok); err != nil {
+			t.Errorf("user_id %s in an integer key column: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{`34.5`, `1e30`, `71.5`, `9223372036854775808`, `0.1`} {
+		err := decode(d, `1`, bad)
+		var de *DecodeError
+		if !errors.As(err, &de) || de.Kind != ErrTypeMismatch || de.Field != "after.user_id" || !strings.Contains(de.Reason, "integers") {
+			t.Errorf("user_id %s in an integer key column: err=%v, want a type mismatch naming integers", bad, err)
+		}
+		if err := decode(d, bad, `258`); err == nil {
+			t.Errorf("id %s in an integer key column (record key and row) was accepted", bad)
+		}
+	}
+	// The first number decides: a fraction first, then integers are numbers too.
+	d = NewDecoder(cols, Options{KeyColumns: 2})
+	for _, v := range []string{`34.5`, `2`, `1e30`} {
+		if err := decode(d, `1`, v); err != nil {
+			t.Errorf("user_id %s after 34.5: %v", v, err)
+		}
+	}
+	// VariableScaleDecimal: 2 (scale 0) then 2.58, either order.
+	for _, order := range [][]string{{`{"scale":0,"value":"Ag=="}`, `{"scale":2,"value":"AQI="}`}, {`{"scale":2,"value":"AQI="}`, `{"scale":0,"value":"Ag=="}`}} {
+		d := NewDecoder(cols, Options{KeyColumns: 2})
+		for _, v := range order {
+			if err := decode(d, `1`, v); err != nil {
+				t.Errorf("VariableScaleDecimal user_id %s: %v", v, err)
+			}
+		}
+	}
+	// Shared classes: a foreign key linked to the parent's key column.
+	shared := NewKeyClasses(2)
+	parent := NewDecoder([]string{"id", "name"}, Options{KeyColumns: 1, KeyClasses: shared, KeySlots: []int{0}})
+	child := NewDecoder(cols, Options{KeyColumns: 2, KeyClasses: shared, KeySlots: []int{1, 0}})
+	var ev Event
+	if _, err := parent.Decode([]byte(`{"id":71}`), []byte(`{"after":{"id":71,"name":"p"},"op":"c"}`), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := decode(child, `1`, `71.5`); err == nil {
+		t.Error("a child foreign key 71.5 linked to an integer parent key was accepted")
+	}
+	if err := decode(child, `2`, `71.0`); err != nil {
+		t.Errorf("a child foreign key 71.0 linked to an integer parent key: %v", err)
+	}
+	// Restored classes: the stored integer class refuses 34.5 after a restart.
+	d2 := NewDecoder(cols, Options{KeyColumns: 2})
+	if err := d2.RestoreKeyTypes(child.KeyTypes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := decode(d2, `3`, `34.5`); err == nil {
+		t.Error("34.5 accepted after restoring an integer key column's class")
+	}
+}

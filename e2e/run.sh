@@ -106,3 +106,11 @@ if [ "${E2E_AVRO:-1}" != 0 ]; then
 		-configs "$(c e2e-avro-inner.yaml),$(c e2e-avro-left.yaml)" -type-configs "$(c e2e-avro-types.yaml)" \
 		${E2E_ARGS_AVRO:-} 2>&1 | tee "$OUT/driver-avro.log"
 fi
+
+# The broker's own faults (a private KRaft broker of the test's, killed,
+# stopped and restarted under three `cdcjoin run` instances; ClickHouse from
+# the stack): TESTING.md, "Kafka".
+say "broker faults (cmd/cdcjoin TestBrokerRestarts)"
+CDCJOIN_BROKER_FAULTS=1 CDCJOIN_CLICKHOUSE_ADDR="${CDCJOIN_CLICKHOUSE_ADDR:-}" \
+	go test -count=1 -timeout 20m -run '^TestBrokerRestarts$' -v ./cmd/cdcjoin 2>&1 | tee "$OUT/broker-faults.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|broker_test.go' || true
+grep -q -- '--- PASS: TestBrokerRestarts' "$OUT/broker-faults.log" || { say "broker faults failed (log: $OUT/broker-faults.log)"; exit 1; }

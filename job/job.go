@@ -86,9 +86,13 @@ func OpenSchemas(cfg *config.Config, opts registry.Options) (*registry.Client, e
 
 // NewDecoder returns a decoder for cfg's topics and spec's projections.
 // schemas resolves the schema ids of Avro and Protobuf records (a
-// *registry.Client from OpenSchemas); nil for a JSON job. For a job with
-// a plan (cfg.Plan() != nil; spec is then nil) it decodes through Plan
-// (JSON records).
+// *registry.Client from OpenSchemas); nil for a JSON job. The child's
+// foreign key columns share the classes of the parent's key columns
+// (debezium.KeyClasses): without declared types, a foreign key of another
+// type than the parent key's (71.5 for an integer id, "7" for a number) is
+// a bad record, as no parent can have it. For a job with a plan
+// (cfg.Plan() != nil; spec is then nil) it decodes through Plan (JSON
+// records).
 func NewDecoder(cfg *config.Config, spec *keyed.Spec, schemas debezium.SchemaSource) *Decoder {
 	if cfg.Plan() != nil {
 		return &Decoder{plan: NewPlanDecoder(cfg)}
@@ -96,10 +100,35 @@ func NewDecoder(cfg *config.Config, spec *keyed.Spec, schemas debezium.SchemaSou
 	if c, ok := schemas.(*registry.Client); ok && c == nil {
 		schemas = nil
 	}
+	po := DecoderOptions(cfg, row.Parent, spec.ParentColumns, schemas)
+	co := DecoderOptions(cfg, row.Child, spec.ChildColumns, schemas)
+	pslot := map[string]int{} // parent key column → its slot
+	po.KeySlots = make([]int, po.KeyColumns)
+	for i := range po.KeySlots {
+		po.KeySlots[i] = i
+		pslot[spec.ParentColumns[i]] = i
+	}
+	n := po.KeyColumns
+	co.KeySlots = make([]int, co.KeyColumns)
+	for i := range co.KeySlots {
+		co.KeySlots[i] = n
+		for k, fk := range cfg.Child.ParentKey {
+			if fk == spec.ChildColumns[i] && k < len(cfg.Parent.Key) {
+				if sl, ok := pslot[cfg.Parent.Key[k]]; ok {
+					co.KeySlots[i] = sl
+				}
+			}
+		}
+		if co.KeySlots[i] == n {
+			n++
+		}
+	}
+	shared := debezium.NewKeyClasses(n)
+	po.KeyClasses, co.KeyClasses = shared, shared
 	d := &Decoder{
 		parentTopic: cfg.Parent.Topic, childTopic: cfg.Child.Topic, schemas: schemas,
-		parent: debezium.NewDecoder(spec.ParentColumns, DecoderOptions(cfg, row.Parent, spec.ParentColumns, schemas)),
-		child:  debezium.NewDecoder(spec.ChildColumns, DecoderOptions(cfg, row.Child, spec.ChildColumns, schemas)),
+		parent: debezium.NewDecoder(spec.ParentColumns, po),
+		child:  debezium.NewDecoder(spec.ChildColumns, co),
 	}
 	d.formats[row.Parent] = Format(cfg.SideFormat(row.Parent))
 	d.formats[row.Child] = Format(cfg.SideFormat(row.Child))
@@ -205,26 +234,104 @@ func (d *Decoder) DecodeHeaders(topic string, partition int32, offset int64, key
 }
 
 // Types collects the column types declared by the Debezium schemas of
-// decoded events (the latest seen per side) and projects them onto the
-// output. The zero value is ready to use. Not safe for concurrent use.
+// decoded events (the latest seen per side) and, for columns of records
+// without a schema, the types their non-NULL values imply (Infer), and
+// projects them onto the output. A NULL never decides a type: a column
+// whose every value so far was NULL stays unknown (Missing), whatever
+// order the records came in. The zero value is ready to use. Not safe for
+// concurrent use.
 type Types struct {
-	sides [3][]row.ColumnType
+	sides    [3][]row.ColumnType // from schemas
+	inferred [3][]row.ColumnType // from the values of records without one
 }
 
-// Observe records ev's column types (events without a schema have none).
+// Observe records ev's column types: its schema's (or the declared ones),
+// and what its values imply.
 func (t *Types) Observe(side row.Side, ev *debezium.Event) {
-	if ev.Types != nil && int(side) < len(t.sides) {
-		t.sides[side] = append(t.sides[side][:0], ev.Types...)
+	if int(side) >= len(t.sides) || side == 0 {
+		return
 	}
+	if ev.Types != nil {
+		st := t.sides[side]
+		for len(st) < len(ev.Types) {
+			st = append(st, row.ColumnType{})
+		}
+		for i, ct := range ev.Types {
+			if ct.Known() { // a schema's, or a declared type
+				st[i] = ct
+			}
+		}
+		t.sides[side] = st
+	}
+	for _, img := range []*debezium.Row{&ev.After, &ev.Before} {
+		if !img.Present {
+			continue
+		}
+		inf := t.inferred[side]
+		for len(inf) < len(img.Values) {
+			inf = append(inf, row.ColumnType{})
+		}
+		for i, v := range img.Values {
+			inf[i] = Infer(inf[i], v)
+		}
+		t.inferred[side] = inf
+	}
+}
+
+// Infer merges what value v implies into the type t inferred so far for a
+// column without a schema or declared type: v's kind (decimals of variable
+// scale; arrays with their elements' merged type); integers and decimals
+// together are decimals; kinds that do not mix are text. NULLs (and
+// unavailable placeholders) change nothing.
+func Infer(t row.ColumnType, v row.Value) row.ColumnType {
+	if v.Kind == row.KindNull || v.Kind == row.KindUnavailable {
+		return t
+	}
+	nt := row.ColumnType{Kind: v.Kind, Scale: -1, Optional: true}
+	if v.Kind == row.KindArray {
+		var e row.ColumnType
+		if t.Kind == row.KindArray && t.Elem != nil {
+			e = *t.Elem
+		}
+		elems, _ := v.Elems(nil)
+		for _, x := range elems {
+			e = Infer(e, x)
+		}
+		if !e.Known() {
+			e = row.ColumnType{} // no element seen yet: the array's type is not known either
+			if !t.Known() {
+				return t
+			}
+		}
+		nt.Elem = &e
+	}
+	switch {
+	case !t.Known():
+		return nt
+	case t.Kind == nt.Kind && t.Kind != row.KindArray:
+		return t
+	case t.Kind == row.KindArray && nt.Kind == row.KindArray:
+		return nt // elements merged above
+	case (t.Kind == row.KindInt || t.Kind == row.KindDecimal) && (nt.Kind == row.KindInt || nt.Kind == row.KindDecimal):
+		return row.ColumnType{Kind: row.KindDecimal, Scale: -1, Optional: true}
+	}
+	return row.ColumnType{Kind: row.KindString, Scale: -1, Optional: true}
 }
 
 // Complete reports whether both sides' types were seen.
 func (t *Types) Complete() bool { return t.sides[row.Parent] != nil && t.sides[row.Child] != nil }
 
-// Output returns the select list's types in select order (zero entries for
-// a side not seen yet).
+// Output returns the select list's types in select order: a schema's,
+// else what the values implied (zero entries for columns unknown yet).
 func (t *Types) Output(spec *keyed.Spec) []row.ColumnType {
-	return spec.OutputTypes(t.sides[row.Parent], t.sides[row.Child])
+	out := spec.OutputTypes(t.sides[row.Parent], t.sides[row.Child])
+	inf := spec.OutputTypes(t.inferred[row.Parent], t.inferred[row.Child])
+	for i := range out {
+		if !out[i].Known() {
+			out[i] = inf[i]
+		}
+	}
+	return out
 }
 
 // StateOptions returns the options of a state store in dir, from cfg's

@@ -68,6 +68,7 @@ func (b *batch) close() {
 // (when the batch ended in the middle of a delivery).
 func (b *batch) run(recs []*kgo.Record) ([]*kgo.Record, error) {
 	w := b.w
+	w.status.set(phaseApply)
 	emitFrom := w.out.EmitFrom()
 	batcher := w.out.Batcher()
 	var maxDelay <-chan time.Time
@@ -155,6 +156,7 @@ apply:
 			}
 			continue
 		}
+		w.status.set(phaseInput)
 		select {
 		case recs = <-w.in:
 		case <-maxDelay:
@@ -168,6 +170,7 @@ apply:
 			}
 			break apply
 		}
+		w.status.set(phaseApply)
 	}
 	w.j.log.Debug("batch end", "partition", w.p, "start", b.start, "next", b.next, "applied", b.applied, "writing", b.writing, "rest", len(rest), "pos", w.pos.Load())
 	if b.next < 0 || b.next <= w.pos.Load() && b.t.Empty() {
@@ -269,6 +272,7 @@ func (b *batch) commit(next int64) error {
 	w := b.w
 	m := w.j.m
 	flushStart := time.Now()
+	w.status.set(phaseSink)
 	err := driver.Commit(b.ctx, b.t, driver.Batch{
 		Write: func(c driver.Committer) error {
 			if err := c.SetPosition(w.j.topic, w.p, next); err != nil {
@@ -278,16 +282,24 @@ func (b *batch) commit(next int64) error {
 		},
 		Out: w.out, To: next,
 		AfterEnd: func(ctx context.Context) error {
+			if !w.op.Busy() {
+				// The sink has the batch, its work in progress included
+				// (none left): a restarted worker emits from here
+				// (joinStage.restartFailed).
+				w.flushed.Store(next)
+			}
 			if n := b.upserts + b.retracts; n > 0 {
 				m.SinkFlushSeconds.Observe(time.Since(flushStart).Seconds())
 				m.SinkBatchChanges.Observe(float64(n))
 				m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(b.upserts))
 				m.Changes.WithLabelValues(row.Retract.String()).Add(float64(b.retracts))
 			}
+			w.status.set(phaseForward)
 			if _, err := w.fwd.commit(ctx); err != nil {
 				m.Errors.WithLabelValues("join", "forward").Inc()
 				return err
 			}
+			w.status.set(phaseCommit)
 			return nil
 		},
 	})

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/config"
 )
 
 // Kafka faults of the stages.
@@ -67,7 +70,7 @@ func permanentKafka(err error) bool {
 		kerr.UnknownTopicID, kerr.InconsistentTopicID, kerr.InvalidTopicException,
 		kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
 		kerr.UnsupportedVersion, kerr.UnsupportedForMessageFormat, kerr.InvalidConfig, kerr.PolicyViolation,
-		kerr.InvalidTransactionTimeout, kerr.TransactionalIDNotFound,
+		kerr.InvalidTransactionTimeout, kerr.TransactionalIDNotFound, kerr.InvalidSessionTimeout,
 	} {
 		if errors.Is(err, e) {
 			return true
@@ -147,7 +150,7 @@ func (h *stageHealth) notReady(stage string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.failure != nil {
-		return fmt.Errorf("%s stage: restarting after a Kafka failure %v ago (no progress for %v): %w",
+		return fmt.Errorf("%s stage: Kafka failing (last %v ago, no progress for %v): %w",
 			stage, time.Since(h.failedAt).Round(time.Second), time.Since(h.progress).Round(time.Second), h.failure)
 	}
 	return nil
@@ -167,3 +170,48 @@ func (h *stageHealth) stalled(stage string, now time.Time, limit time.Duration) 
 	}
 	return nil
 }
+
+// probeInterval is how often Run checks that the brokers answer (a
+// metadata request): an idle stage's client retries quietly, so a broker
+// that is away shows nowhere else until work arrives.
+const probeInterval = 2 * time.Second
+
+// probe checks the brokers every probeInterval until ctx is done,
+// recording the outcome in h.
+func probe(ctx context.Context, ping func(context.Context) error, h *stageHealth) {
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ping(pctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			h.failed(time.Now(), fmt.Errorf("the brokers do not answer: %w", err))
+		default:
+			h.progressed(time.Now())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// closeGroupClient leaves cl's group (revoke callbacks run) and closes it,
+// waiting at most d for the group to be left: franz-go's Close waits for a
+// LeaveGroup the broker may never answer (a broker that is away, a group
+// in a rebalance that does not end), which held shutdowns for minutes.
+func closeGroupClient(cl *kgo.Client, d time.Duration) {
+	cl.AllowRebalance()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	cl.LeaveGroupContext(ctx)
+	cancel()
+	cl.Close()
+}
+
+// leaveTimeout bounds leaving a group on close.
+func leaveTimeout(cfg *config.Config) time.Duration { return cfg.Kafka.DrainTimeout + 5*time.Second }

@@ -22,12 +22,14 @@ import (
 // made on first use. Owned by the worker goroutine (the produce promise
 // runs on franz-go's).
 type forwarder struct {
-	opts  []kgo.Opt
-	topic string
-	cl    *kgo.Client
-	open  bool
-	ctx   context.Context
-	n     int // records in the open transaction
+	opts    []kgo.Opt
+	topic   string
+	cl      *kgo.Client
+	open    bool
+	ctx     context.Context // the open transaction's: ends at its deadline
+	cancel  context.CancelFunc
+	timeout time.Duration // kafka.transaction_timeout
+	n       int           // records in the open transaction
 
 	mu  sync.Mutex
 	err error // first produce error of the open transaction
@@ -41,7 +43,7 @@ func newForwarder(j *joinStage, p int32) *forwarder {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
 	)
-	return &forwarder{opts: opts, topic: j.topic, ctx: context.Background()}
+	return &forwarder{opts: opts, topic: j.topic, ctx: context.Background(), timeout: kc.TransactionTimeout}
 }
 
 // Send implements keyedlog.Sender.
@@ -49,15 +51,18 @@ func (f *forwarder) Send(p int32, key, value, header []byte) error {
 	if f.cl == nil {
 		cl, err := kgo.NewClient(f.opts...)
 		if err != nil {
-			return fmt.Errorf("cdcjoin: join: forwarding client: %w", err)
+			return kafkaFault(fmt.Errorf("cdcjoin: join: forwarding client: %w", err))
 		}
 		f.cl = cl
 	}
 	if !f.open {
 		if err := f.cl.BeginTransaction(); err != nil {
-			return fmt.Errorf("cdcjoin: join: begin forwarding transaction: %w", err)
+			return kafkaFault(fmt.Errorf("cdcjoin: join: begin forwarding transaction: %w", err))
 		}
 		f.open, f.n = true, 0
+		// Produce, flush and end within the transaction's deadline: a
+		// broker that does not answer must not hold the worker forever.
+		f.ctx, f.cancel = context.WithTimeout(context.Background(), f.timeout+txnGrace)
 	}
 	r := &kgo.Record{Topic: f.topic, Partition: p, Key: append([]byte(nil), key...)}
 	if value != nil {
@@ -89,6 +94,11 @@ func (f *forwarder) commit(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	f.open = false
+	defer f.cancel()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(f.ctx, cancel) // the transaction's deadline
+	defer stop()
 	ferr := f.cl.Flush(ctx)
 	f.mu.Lock()
 	perr := f.err
@@ -99,10 +109,13 @@ func (f *forwarder) commit(ctx context.Context) (int, error) {
 	}
 	if ferr != nil {
 		f.cl.EndTransaction(ctx, kgo.TryAbort)
-		return 0, fmt.Errorf("cdcjoin: join: forward: %w", ferr)
+		return 0, kafkaFault(fmt.Errorf("cdcjoin: join: forward: %w", ferr))
 	}
 	if err := f.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return 0, fmt.Errorf("cdcjoin: join: commit forwarding transaction: %w", err)
+		if f.ctx.Err() != nil {
+			err = fmt.Errorf("not ended within kafka.transaction_timeout (%v) and %v of its start (the broker does not answer): %w", f.timeout, txnGrace, err)
+		}
+		return 0, kafkaFault(fmt.Errorf("cdcjoin: join: commit forwarding transaction: %w", err))
 	}
 	return f.n, nil
 }
@@ -113,6 +126,7 @@ func (f *forwarder) abort() {
 		return
 	}
 	f.open = false
+	f.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	f.cl.AbortBufferedRecords(ctx)

@@ -18,7 +18,9 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/internal/progress"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -281,14 +283,25 @@ func (m *model) live() ([]cdcgen.JoinedRow, error) {
 	return m.rmt.Live(), m.err
 }
 
-// waitEqual waits until the model shows want (or the timeout passes) and
-// returns the last diff ("" when equal).
-func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, in *instance) (string, error) {
+// convergeLimit bounds a waitEqual that keeps seeing changes without
+// reaching the oracle (a livelock): far beyond what a loaded CI machine
+// needs for these histories.
+const convergeLimit = 10 * time.Minute
+
+// waitEqual waits until the model shows want and returns the last diff
+// ("" when equal). It gives up when no change reached the model for stall
+// (the pipeline stopped making progress: the usual failure), or after
+// convergeLimit in all (it keeps changing without converging), with a
+// report of what is missing per partition and what each worker waits on.
+// A wait on progress, not on a speed: a slow, loaded machine only takes
+// longer.
+func (m *model) waitEqual(want []cdcgen.JoinedRow, stall time.Duration, in *instance) (string, error) {
 	var stopped <-chan struct{}
 	if in != nil {
 		stopped = in.done
 	}
-	deadline := time.Now().Add(timeout)
+	began := time.Now()
+	moved := began
 	diff := "(not compared yet)"
 	last := -1
 	for {
@@ -297,13 +310,24 @@ func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, in *in
 		m.mu.Lock()
 		n := m.changes
 		m.mu.Unlock()
-		if n == last || time.Now().After(deadline) {
+		if n != last {
+			moved = time.Now()
+		}
+		stalled, tooLong := time.Since(moved) > stall, time.Since(began) > max(stall, convergeLimit)
+		if n == last || stalled || tooLong {
 			got, err := m.live()
 			if err != nil {
 				return "", err
 			}
 			if diff = cdcgen.Diff(want, got, 10); diff == "" {
 				return "", nil
+			}
+			if stalled || tooLong {
+				why := fmt.Sprintf("no change for %v", stall)
+				if !stalled {
+					why = fmt.Sprintf("changing but not converged after %v", time.Since(began).Round(time.Second))
+				}
+				return diff + "\n" + why + "; " + in.progress(want, got), nil
 			}
 		}
 		last = n
@@ -312,10 +336,22 @@ func (m *model) waitEqual(want []cdcgen.JoinedRow, timeout time.Duration, in *in
 			return diff, fmt.Errorf("run stopped early: %v", in.err)
 		case <-time.After(50 * time.Millisecond):
 		}
-		if time.Now().After(deadline.Add(time.Second)) {
-			return diff, nil
-		}
 	}
+}
+
+// progress explains a wait that timed out: the differences per keyed
+// partition and the instance's Status (what each worker waits on).
+func (in *instance) progress(want, got []cdcgen.JoinedRow) string {
+	if in == nil {
+		return ""
+	}
+	s := "progress when the wait gave up:\n" + progress.Report(want, got, in.parts)
+	if st := in.ready.Status(); st != nil {
+		s += fmt.Sprint(st)
+	} else {
+		s += "(no status: Run is not running)"
+	}
+	return s
 }
 
 // instance is one running kafkarun.Run.
@@ -323,19 +359,30 @@ type instance struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
 	err    error         // Run's result, once done is closed
+	ready  *metrics.Readiness
+	parts  int32 // keyed partitions (progress reports)
+}
+
+// newInstance returns an instance of a Run of cfg not started yet.
+func newInstance(cfg *config.Config, cancel context.CancelFunc) *instance {
+	parts := int32(cfg.Kafka.KeyedPartitions)
+	if parts == 0 {
+		parts = 3 // the clusters' topics
+	}
+	return &instance{cancel: cancel, done: make(chan struct{}), ready: &metrics.Readiness{}, parts: parts}
 }
 
 func start(t testing.TB, cfg *config.Config, s *modelSink, extra ...kgo.Opt) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{cancel: cancel, done: make(chan struct{})}
+	in := newInstance(cfg, cancel)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	go func() {
 		defer close(in.done)
-		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra})
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log.With("instance", cfg.Kafka.InstanceID), ClientOpts: extra, Ready: in.ready})
 	}()
 	return in
 }
@@ -347,8 +394,8 @@ func (in *instance) stop(t testing.TB) error {
 	select {
 	case <-in.done:
 		return in.err
-	case <-time.After(60 * time.Second):
-		t.Fatal("Run did not return within 60s of cancel")
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Run did not return within 2m of cancel")
 		return nil
 	}
 }

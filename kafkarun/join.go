@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,7 +48,14 @@ type joinStage struct {
 	committed map[int32]int64 // last offset committed to Kafka per owned partition
 	rd        joinReady       // the assignment, for readiness
 
-	sinks sinkTotals // counters of the sinks of removed partitions
+	// restarts: workers that failed with a restartable Kafka error
+	// (their forwarding transactions), restarted by the dispatcher;
+	// failing: since when a partition's workers fail without committing.
+	restarts map[int32]error
+	failing  map[int32]time.Time
+
+	sinks  sinkTotals  // counters of the sinks of removed partitions
+	health stageHealth // the consumer's polls (fault.go)
 }
 
 func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, error)) (*joinStage, error) {
@@ -55,6 +63,7 @@ func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, er
 		deps: d, log: d.log.With("stage", "join"), topic: d.cfg.Kafka.KeyedTopic(),
 		newSink: newSink, fatal: make(chan error, 1),
 		workers: map[int32]*worker{}, committed: map[int32]int64{},
+		restarts: map[int32]error{}, failing: map[int32]time.Time{},
 	}
 	kc := &d.cfg.Kafka
 	opts := append(append([]kgo.Opt(nil), d.base...),
@@ -109,7 +118,7 @@ func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.O
 			old.stopAndWait()
 			j.remove(p)
 		}
-		w, err := j.startWorker(p, committed)
+		w, err := j.startWorker(p, committed, committed)
 		if err != nil {
 			j.fail(err)
 			return nil, err
@@ -129,7 +138,10 @@ func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.O
 	return offsets, nil
 }
 
-func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
+// startWorker starts partition p's worker; committed is the group's
+// committed offset (forwards below it were sent), emitFrom (at least
+// committed) where it starts emitting.
+func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, error) {
 	dir := filepath.Join(j.cfg.State.Dir, "partition-"+strconv.Itoa(int(p)))
 	st, err := joinstate.Open(job.StateOptions(j.cfg, dir))
 	if err != nil {
@@ -149,7 +161,7 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 	w := &worker{
 		j: j, p: p, store: st,
 		open:        func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
-		forwardFrom: committed, clock: clock, dir: dir, hasState: has,
+		forwardFrom: committed, emitFloor: emitFrom, clock: clock, dir: dir, hasState: has,
 		pacer: driver.Pacer{Now: time.Now},
 		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -169,6 +181,9 @@ func (j *joinStage) startWorker(p int32, committed int64) (*worker, error) {
 		pos = -1
 	}
 	w.pos.Store(pos)
+	w.status.emitFrom.Store(committed)
+	w.status.forwardFrom.Store(committed)
+	w.status.end.Store(-1)
 	w.cuTarget.Store(-1)
 	w.quiet.Store(-1)
 	if !w.op.Busy() {
@@ -324,6 +339,102 @@ func (j *joinStage) commit(ctx context.Context, parts []int32) {
 	j.mu.Unlock()
 }
 
+// workerFailed handles the error a worker stopped with: a restartable
+// Kafka failure (fault.go) has the dispatcher restart the partition's
+// worker; anything else stops Run.
+func (j *joinStage) workerFailed(w *worker, err error) {
+	var re *restartable
+	if errors.As(err, &re) {
+		j.mu.Lock()
+		if j.workers[w.p] == w {
+			j.restarts[w.p] = err
+			if _, ok := j.failing[w.p]; !ok {
+				j.failing[w.p] = time.Now()
+			}
+		}
+		j.mu.Unlock()
+		return
+	}
+	j.fail(fmt.Errorf("cdcjoin: join partition %d: %w", w.p, err))
+}
+
+// restartFailed restarts the workers that failed with a restartable
+// error: each is removed, and a new one starts from the partition's
+// durable state (as a new owner would: the sink's delivered position and
+// the group's committed offset decide what it emits and forwards again),
+// with the partition's fetch moved back to where the new worker starts.
+// Called by the dispatcher while rebalances are blocked; it returns the
+// partitions restarted (their records in the poll at hand are stale), or
+// a fatal error once a partition has failed without committing for
+// persistentErrors.
+func (j *joinStage) restartFailed(ctx context.Context, pending map[int32][][]*kgo.Record) (map[int32]bool, error) {
+	j.mu.Lock()
+	todo := j.restarts
+	j.restarts = map[int32]error{}
+	j.mu.Unlock()
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	done := map[int32]bool{}
+	for p, cause := range todo {
+		j.mu.Lock()
+		w, committed, since := j.workers[p], j.committed[p], j.failing[p]
+		j.mu.Unlock()
+		if w == nil {
+			continue // revoked meanwhile
+		}
+		if d := time.Since(since); d > persistentErrors {
+			return done, fmt.Errorf("cdcjoin: join partition %d: no progress for %v: %w", p, d.Round(time.Second), cause)
+		}
+		j.m.Errors.WithLabelValues("join", "restart").Inc()
+		j.log.Warn("join partition restarting after a Kafka failure (continuing from its durable state)", "partition", p, "err", cause)
+		w.stopAndWait()
+		// The sink has the changes of the failed worker's last flush
+		// (its state commit failed after it): the new worker applies the
+		// records below without emitting them again, and forwards them
+		// again (replicas drop duplicates), as after a crash.
+		flushed := w.flushed.Load()
+		j.remove(p)
+		delete(pending, p)
+		j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+		select {
+		case <-ctx.Done():
+			return done, nil
+		case <-time.After(restartBackoff):
+		}
+		nw, err := j.startWorker(p, committed, flushed)
+		if err != nil {
+			return done, err
+		}
+		from := nw.pos.Load()
+		if from < 0 {
+			starts, err := kadm.NewClient(j.cl).ListStartOffsets(ctx, j.topic)
+			if err == nil {
+				err = starts.Error()
+			}
+			if err != nil {
+				// The worker fails on its own if the broker is away; the
+				// next restart tries again.
+				j.workerFailed(nw, kafkaFault(fmt.Errorf("cdcjoin: join partition %d: log start: %w", p, err)))
+				continue
+			}
+			o, _ := starts.Lookup(j.topic, p)
+			from = o.Offset
+		}
+		j.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{j.topic: {p: {Epoch: -1, Offset: from}}})
+		done[p] = true
+	}
+	return done, nil
+}
+
+// progressed clears a partition's failure history once its worker
+// committed.
+func (j *joinStage) progressed(p int32) {
+	j.mu.Lock()
+	delete(j.failing, p)
+	j.mu.Unlock()
+}
+
 func (j *joinStage) fail(err error) {
 	select {
 	case j.fatal <- err:
@@ -335,7 +446,7 @@ func (j *joinStage) fail(err error) {
 // then it stops every worker (finishing batches in progress), commits their
 // positions and leaves the group.
 func (j *joinStage) run(ctx context.Context) error {
-	defer j.cl.CloseAllowingRebalance()
+	defer closeGroupClient(j.cl, leaveTimeout(j.cfg))
 	err := j.dispatch(ctx)
 	j.mu.Lock()
 	parts := keysOf(j.workers)
@@ -361,6 +472,7 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 	lastCommit := time.Now()
 	max := j.cfg.State.BatchEvents
 	var errs errWindow
+	j.health.progressed(time.Now())
 	stuckLimit := stuckAfter(j.cfg)
 	for {
 		select {
@@ -386,12 +498,23 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 			j.cl.AllowRebalance()
 			return nil
 		}
-		if _, err := errs.check(fs, "join", j.m, j.log); err != nil {
+		hadErr, err := errs.check(fs, "join", j.m, j.log)
+		if err != nil {
+			j.cl.AllowRebalance()
+			return err
+		}
+		if hadErr {
+			j.health.failed(time.Now(), fetchErr(fs))
+		} else {
+			j.health.progressed(time.Now())
+		}
+		restarted, err := j.restartFailed(ctx, pending)
+		if err != nil {
 			j.cl.AllowRebalance()
 			return err
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 {
+			if len(fp.Records) == 0 || restarted[fp.Partition] {
 				return
 			}
 			last := fp.Records[len(fp.Records)-1].Offset
@@ -406,6 +529,7 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 			if w == nil {
 				return // not ours (any more); the owner reads it from its position
 			}
+			w.status.end.Store(fp.HighWatermark)
 			select {
 			case w.in <- fp.Records:
 			default:

@@ -28,6 +28,9 @@ func clientOpts(k *config.Kafka, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.ClientID(k.ClientID),
 		kgo.DialTimeout(10 * time.Second),
+		// franz-go's default of 5 min: under load a failed metadata
+		// refresh left produces and assignments waiting for it that long.
+		kgo.MetadataMaxAge(30 * time.Second),
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if k.TLS.Enabled {
@@ -99,6 +102,9 @@ type topology struct {
 	parentParts, childParts int32
 	keyedParts              int32
 	keyedID                 string // the keyed topic's id
+	// sourceIDs are the source topics' ids at the start: a topic deleted
+	// and recreated under the same name has another (topics.go).
+	sourceIDs map[string]string
 	// limits is max.message.bytes of the topics the keying stage writes
 	// to (the internal topics and the dead-letter topic).
 	limits map[string]int
@@ -130,6 +136,7 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 	}
 	top.parentParts = int32(len(src[cfg.Parent.Topic].Partitions))
 	top.childParts = int32(len(src[cfg.Child.Topic].Partitions))
+	top.sourceIDs = map[string]string{cfg.Parent.Topic: src[cfg.Parent.Topic].ID.String(), cfg.Child.Topic: src[cfg.Child.Topic].ID.String()}
 
 	keyedParts := int32(k.KeyedPartitions)
 	if keyedParts == 0 {
@@ -223,7 +230,9 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	if err != nil {
 		return err
 	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
+	sctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	starts, err := adm.ListStartOffsets(sctx, topic)
+	cancel()
 	if err != nil {
 		return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: %w", topic, p, err))
 	}
@@ -244,7 +253,11 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	}
 	defer cl.Close()
 	next := first
+	moved := time.Now()
 	for next < end {
+		if time.Since(moved) > restoreStall {
+			return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: no record for %v at offset %d of %d", topic, p, restoreStall, next, end))
+		}
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -263,7 +276,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 		got := false
 		var rerr error
 		fs.EachRecord(func(r *kgo.Record) {
-			got = true
+			got, moved = true, time.Now()
 			if rerr != nil {
 				return
 			}
@@ -287,7 +300,18 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	return nil
 }
 
+// Bounds of a restore's Kafka calls: an admin request, and a partition
+// read that gets no record although it has not reached the end. A stall
+// is a restartable failure (a new client, fresh metadata), not a wait of
+// minutes (franz-go refreshes stale metadata every MetadataMaxAge).
+const (
+	adminTimeout = 30 * time.Second
+	restoreStall = time.Minute
+)
+
 func partitionEnd(ctx context.Context, adm *kadm.Client, topic string, p int32) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
 	ends, err := adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
@@ -328,6 +352,11 @@ func (w *errWindow) check(fs kgo.Fetches, stage string, m *metrics.Metrics, log 
 		return false, nil
 	}
 	m.Errors.WithLabelValues(stage, "kafka").Inc()
+	if permanentKafka(err) && !errors.Is(err, kerr.UnknownTopicID) {
+		// Retrying cannot fix it (a recreated topic is reported by the
+		// topic id watch, with what to do).
+		return true, fmt.Errorf("cdcjoin: %s: %w", stage, err)
+	}
 	log.Warn("fetch error (retrying)", "err", err)
 	if err := w.observe(err); err != nil {
 		return true, fmt.Errorf("cdcjoin: %s: errors for %v: %w", stage, persistentErrors, err)

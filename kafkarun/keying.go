@@ -56,6 +56,17 @@ type keying struct {
 	// keyTypesSaved is the decoder's KeyTypesLearned as last committed to
 	// the changelogs.
 	keyTypesSaved int
+	// idSaved: source partitions whose changelog got the topic's id in
+	// this session; idPending: those the transaction in progress writes.
+	idSaved   map[sourcePart]bool
+	idPending []sourcePart
+
+	// txnBegan is when the last transaction began (after the restores
+	// before it; zero when it did not begin), txnKeyed how long keying its
+	// records took (up to its End): its size adapts to them, failures log
+	// them.
+	txnBegan time.Time
+	txnKeyed time.Duration
 
 	busy   *busyKeys   // the busiest join keys (metrics)
 	health stageHealth // progress and failures (fault.go)
@@ -63,6 +74,10 @@ type keying struct {
 	mu  sync.Mutex
 	idx map[sourcePart]*joinstate.Store // source partition → its index
 	rd  keyingReady                     // the assignment, for readiness
+	// ending: a transaction's End runs with rebalances allowed (see
+	// transact); indexes dropped meanwhile wait in dropped.
+	ending  bool
+	dropped []*joinstate.Store
 }
 
 func newKeying(d *deps, schemas debezium.SchemaSource) (*keying, error) {
@@ -88,6 +103,10 @@ func (k *keying) open() error {
 	// The keyed topic is compacted: parent rows must be complete in it.
 	k.keyer.ResolveParents = true
 	k.keyTypesSaved = 0
+	k.idSaved = map[sourcePart]bool{}
+	k.mu.Lock()
+	k.rd = keyingReady{} // until the new session's assignment
+	k.mu.Unlock()
 	kc := &cfg.Kafka
 	opts := producerOpts(kc, k.base,
 		kgo.ConsumerGroup(kc.KeyingGroup()),
@@ -140,7 +159,7 @@ func (k *keying) indexTopic(side row.Side) string {
 
 // close ends the session (leaving the group) and closes the indexes.
 func (k *keying) close() {
-	k.sess.CloseAllowingRebalance()
+	closeGroupClient(k.sess.Client(), leaveTimeout(k.cfg))
 	k.mu.Lock()
 	all := map[string][]int32{}
 	for sp := range k.idx {
@@ -209,6 +228,9 @@ func (k *keying) session(ctx context.Context, size *txnSize) error {
 			k.sess.AllowRebalance()
 			return err
 		}
+		if hadErr {
+			k.health.failed(time.Now(), fetchErr(fs))
+		}
 		if err := k.restoreFetched(ctx); err != nil {
 			k.sess.AllowRebalance()
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -223,17 +245,30 @@ func (k *keying) session(ctx context.Context, size *txnSize) error {
 		}
 		if fs.NumRecords() == 0 {
 			k.sess.AllowRebalance()
-			if !hadErr {
-				k.health.progressed(time.Now()) // caught up
+			if !hadErr && k.notReady() == nil {
+				k.health.progressed(time.Now()) // caught up: nothing to do
 			}
 			continue
 		}
 		began := time.Now()
-		k.health.busy(began)
-		err = k.transact(ctx, fs, began)
+		k.txnKeyed, k.txnBegan = 0, time.Time{}
+		err = k.transact(ctx, fs)
 		k.health.busy(time.Time{})
-		size.observe(fs.NumRecords(), time.Since(began))
+		took := time.Since(began)
+		if !k.txnBegan.IsZero() {
+			took = time.Since(k.txnBegan) // without the restores before it
+		}
+		if err != nil && k.txnKeyed > 0 {
+			// A failed transaction counts with its keying time (End may
+			// have waited for a broker that did not answer).
+			took = max(k.txnKeyed, min(took, k.cfg.Kafka.TransactionTimeout))
+		}
+		size.observe(fs.NumRecords(), took)
 		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				k.log.Info("keying transaction failed", "records", fs.NumRecords(), "keyed_in", k.txnKeyed.Round(time.Millisecond),
+					"took", time.Since(began).Round(time.Millisecond), "next_size", size.next(), "err", err)
+			}
 			k.sess.AllowRebalance()
 			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return nil // shutdown during a restore: nothing was committed
@@ -258,7 +293,7 @@ func (k *keying) session(ctx context.Context, size *txnSize) error {
 // this goroutine returns (issue 24). A failure of a Kafka call is
 // restartable: the transaction is not committed (or not known to be), and
 // the stage starts over from what was.
-func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) error {
+func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	// Bring the indexes of newly assigned partitions up to date before the
 	// transaction begins: a long rebuild must not run into the
 	// transaction timeout.
@@ -286,7 +321,11 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) 
 	if rerr != nil {
 		return rerr
 	}
-	began = time.Now() // the transaction's time starts after any wait for the registry
+	// The broker times the transaction from its first record on (after
+	// the restores and any wait for the registry).
+	began := time.Now()
+	k.txnBegan = began
+	k.health.busy(began)
 	kc := &k.cfg.Kafka
 	if err := k.sess.Begin(); err != nil {
 		return k.kafkaFault(fmt.Errorf("cdcjoin: keying: begin transaction: %w", err), began)
@@ -294,10 +333,23 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) 
 	tctx, cancel := drainContext(ctx, began.Add(kc.TransactionTimeout+txnGrace), kc.DrainTimeout)
 	defer cancel()
 	kt := k.newTxn(tctx)
+	k.idPending = k.idPending[:0]
 	err := kt.key(ctx, fs)
 	if err == nil {
+		kt.saveTopicIDs()
 		err = kt.produceErr(began)
 	}
+	k.txnKeyed = time.Since(began) // from the transaction's begin
+	// End with rebalances allowed, as GroupTransactSession is meant to
+	// run: a revoke or a lost session during End makes it abort (and a
+	// revoke waits for a commit in progress). Under BlockRebalanceOnPoll,
+	// End would wait for a heartbeat of a session that failed, or for the
+	// lost callback the block holds back: until its deadline (issue 24).
+	k.mu.Lock()
+	k.ending = true
+	k.mu.Unlock()
+	defer k.endRebalanceWindow()
+	k.sess.AllowRebalance()
 	if err != nil {
 		_, aerr := k.sess.End(tctx, kgo.TryAbort)
 		kt.abort()
@@ -322,6 +374,10 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches, began time.Time) 
 		k.log.Info("transaction aborted by a rebalance; records will be re-keyed")
 		return nil
 	}
+	for _, sp := range k.idPending {
+		k.idSaved[sp] = true
+	}
+	k.idPending = k.idPending[:0]
 	return kt.committed()
 }
 

@@ -74,8 +74,20 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	t := s.Begin()
 	n := 0
 	next := from
+	// The source topic's id the index was built from: the local copy,
+	// then any the changelog holds (topics.go).
+	var builtFrom string
+	if b, err := s.Meta(metaTopicID); err == nil && b != nil {
+		builtFrom = string(b)
+	}
 	err = readPartition(ctx, k.base, k.adm, topic, p, from, func(r *kgo.Record) error {
 		n++
+		if string(r.Key) == topicIDKey {
+			if r.Value != nil {
+				builtFrom = string(r.Value)
+			}
+			return nil
+		}
 		next = r.Offset + 1
 		if string(r.Key) == keyTypesKey {
 			if r.Value != nil && k.dec.KeyTypesLearned() == 0 {
@@ -99,6 +111,13 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	if err == nil {
 		err = driver.MetaIndexShape.Put(t, shape)
 	}
+	now := k.top.sourceIDs[k.topicOf(sp.side)]
+	if err == nil && builtFrom != "" && now != "" && builtFrom != now {
+		err = &RecreatedError{Topic: k.topicOf(sp.side), Was: builtFrom, Now: now, cfg: k.cfg}
+	}
+	if err == nil && now != "" {
+		err = t.SetMeta(metaTopicID, []byte(now))
+	}
 	if err == nil {
 		err = t.Commit()
 	} else {
@@ -106,6 +125,10 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	}
 	if err != nil {
 		s.Close()
+		var re *RecreatedError
+		if errors.As(err, &re) {
+			return nil, re
+		}
 		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", sp.side, p, err)
 	}
 	switch {
@@ -176,11 +199,31 @@ func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[strin
 			sp := sourcePart{side, p}
 			k.forget(sp)
 			if s := k.idx[sp]; s != nil {
+				delete(k.idx, sp)
+				if k.ending {
+					// The transaction's End is running: its index
+					// transaction on s commits or aborts with it.
+					k.dropped = append(k.dropped, s)
+					continue
+				}
 				if err := s.Close(); err != nil {
 					k.log.Warn("closing index", "side", side, "partition", p, "err", err)
 				}
-				delete(k.idx, sp)
 			}
+		}
+	}
+}
+
+// endRebalanceWindow closes the indexes of partitions dropped while a
+// transaction ended (after its index transactions committed or aborted).
+func (k *keying) endRebalanceWindow() {
+	k.mu.Lock()
+	dropped := k.dropped
+	k.ending, k.dropped = false, nil
+	k.mu.Unlock()
+	for _, s := range dropped {
+		if err := s.Close(); err != nil {
+			k.log.Warn("closing index", "err", err)
 		}
 	}
 }

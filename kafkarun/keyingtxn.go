@@ -249,6 +249,22 @@ func (kt *keyingTxn) saveKeyTypes() {
 	kt.keyTypes = learned
 }
 
+// saveTopicIDs writes the source topic's id to the changelog of every
+// partition the transaction touches whose changelog does not have it from
+// this session yet (topics.go).
+func (kt *keyingTxn) saveTopicIDs() {
+	k := kt.k
+	for sp := range kt.idx {
+		if k.idSaved[sp] {
+			continue
+		}
+		if id := k.top.sourceIDs[k.topicOf(sp.side)]; id != "" {
+			k.sess.Produce(kt.ctx, &kgo.Record{Topic: k.indexTopic(sp.side), Partition: sp.part, Key: []byte(topicIDKey), Value: []byte(id)}, kt.promise)
+			k.idPending = append(k.idPending, sp)
+		}
+	}
+}
+
 // bad applies the error policy to a record that cannot be decoded or
 // keyed: stop returns its error (the transaction aborts, nothing past the
 // record commits); dlq sends the original record with provenance headers

@@ -3,6 +3,7 @@ package kafkarun_test
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,4 +164,53 @@ func readTopic(t *testing.T, c interface{ ListenAddrs() []string }, topic string
 		t.Fatalf("%s has %d records, want %d", topic, len(got), n)
 	}
 	return got
+}
+
+// TestImpossibleKeysDeadLettered: records without schemas whose keys no
+// row can have — a child's foreign key 71.5 and parent ids 34.5 and 1e30
+// where the key columns hold integers — are bad records under the policy
+// (here dlq: dead-lettered as type mismatches), and the output equals the
+// oracle. Before, they were keyed as decimal keys: the child's row was
+// lost silently, and the parents were rows no child could join.
+func TestImpossibleKeysDeadLettered(t *testing.T) {
+	h := smallHistory(t, 13, 1000)
+	var bad []cdcgen.Record
+	fk := regexp.MustCompile(`"user_id":\d+`)
+	id := regexp.MustCompile(`"id":\d+`)
+	for _, r := range h.Records[len(h.Records)/3:] {
+		if r.Op != 'c' || bytes.HasPrefix(r.Value, []byte(`{"schema"`)) {
+			continue
+		}
+		switch {
+		case r.Topic == cdcgen.DefaultChildTopic && len(bad) == 0 && fk.Match(r.Value):
+			r.Value = fk.ReplaceAll(r.Value, []byte(`"user_id":71.5`))
+		case r.Topic == cdcgen.DefaultParentTopic && len(bad) == 1:
+			r.Key, r.Value = id.ReplaceAll(r.Key, []byte(`"id":34.5`)), id.ReplaceAll(r.Value, []byte(`"id":34.5`))
+		case r.Topic == cdcgen.DefaultParentTopic && len(bad) == 2:
+			r.Key, r.Value = id.ReplaceAll(r.Key, []byte(`"id":1e30`)), id.ReplaceAll(r.Value, []byte(`"id":1e30`))
+		default:
+			continue
+		}
+		bad = append(bad, r)
+		if len(bad) == 3 {
+			break
+		}
+	}
+	if len(bad) != 3 {
+		t.Fatalf("found %d schemaless creates to spoil, want 3", len(bad))
+	}
+	c := newCluster(t, 3)
+	produce(t, c.ListenAddrs(), withPoisons(h, bad))
+	cfg := jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: t.TempDir(), policy: "dlq", dlq: "user_domains.dlq"})
+	runToOracle(t, cfg, h)
+	for _, r := range readTopic(t, c, "user_domains.dlq", 3) {
+		for _, x := range r.Headers {
+			if x.Key == deadletter.HeaderError {
+				if !strings.Contains(string(x.Value), "type_mismatch") || !strings.Contains(string(x.Value), "integers") {
+					t.Errorf("dead letter %s: want a type mismatch naming integers", x.Value)
+				}
+				t.Logf("dead letter: %s", x.Value)
+			}
+		}
+	}
 }

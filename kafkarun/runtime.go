@@ -208,7 +208,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		cancel()
 		wg.Wait()
 	}()
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	if cfg.Kafka.MetricsAddr != "" && gat != nil {
 		srv, err := metrics.Listen(cfg.Kafka.MetricsAddr, gat, opts.Ready)
 		if err != nil {
@@ -251,13 +251,27 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	defer unregister()
+	var brokers stageHealth // the probe's (fault.go)
+	brokers.progressed(time.Now())
 	if opts.Ready != nil {
-		watch(opts.Ready, cfg, k, j, schemas)
+		watch(opts.Ready, cfg, k, j, schemas, &brokers)
 		defer opts.Ready.SetLiveness(nil)
 		defer opts.Ready.SetCheck(nil)
+		defer opts.Ready.SetStatus(nil)
 		defer opts.Ready.Set(false)
 	}
-	wg.Add(2)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		probe(ctx, admCl.Ping, &brokers)
+	}()
+	go func() {
+		defer wg.Done()
+		if err := watchTopicIDs(ctx, cfg, adm, top.sourceIDs); err != nil {
+			errs <- err
+			cancel()
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		defer k.close()
@@ -340,11 +354,19 @@ func registerCollectors(reg prometheus.Registerer, k *keying, j *joinStage) (fun
 // and metrics.CatchUpSeconds / CatchUpRecords are bumped for it.
 
 // watch answers r's readiness and liveness from the stages: ready once
-// every owned partition caught up; alive while no stage is stuck.
-func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, schemas *registry.Client) {
+// every owned partition caught up and the brokers answer; alive while no
+// stage (nor the brokers, per the probe) is stuck. r's status is the
+// stages' Status (/statusz).
+func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, schemas *registry.Client, brokers *stageHealth) {
 	limit, klimit := stuckAfter(cfg), keyingStall(cfg)
 	r.SetLiveness(func() error {
+		if err := brokers.stalled("kafka", time.Now(), klimit); err != nil {
+			return err
+		}
 		if err := k.health.stalled("keying", time.Now(), klimit); err != nil {
+			return err
+		}
+		if err := j.health.stalled("join", time.Now(), klimit); err != nil {
 			return err
 		}
 		if p, d, ok := j.stuck(time.Now(), limit); ok {
@@ -353,6 +375,9 @@ func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, sc
 		return nil
 	})
 	r.SetCheck(func() error {
+		if err := brokers.notReady("kafka"); err != nil {
+			return err
+		}
 		if err := schemas.NotReady(); err != nil {
 			return err
 		}
@@ -362,8 +387,12 @@ func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, sc
 		if err := k.notReady(); err != nil {
 			return err
 		}
+		if err := j.health.notReady("join"); err != nil {
+			return err
+		}
 		return j.notReady()
 	})
+	r.SetStatus(func() any { return status(k, j, time.Now()) })
 	r.Set(true)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	chsink "github.com/cdcjoin/cdcjoin/sink/clickhouse"
 )
@@ -57,7 +58,7 @@ type skewInstance struct {
 func startSkew(t *testing.T, cfg *config.Config, s *modelSink) *skewInstance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &skewInstance{instance: &instance{cancel: cancel, done: make(chan struct{})}, reg: prometheus.NewRegistry()}
+	in := &skewInstance{instance: newInstance(cfg, cancel), reg: prometheus.NewRegistry()}
 	lvl := slog.LevelWarn
 	if testing.Verbose() {
 		lvl = slog.LevelInfo
@@ -65,7 +66,7 @@ func startSkew(t *testing.T, cfg *config.Config, s *modelSink) *skewInstance {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("instance", cfg.Kafka.InstanceID)
 	go func() {
 		defer close(in.done)
-		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log, Registry: in.reg})
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Sink: s, Logger: log, Registry: in.reg, Ready: in.ready})
 	}()
 	return in
 }
@@ -336,8 +337,9 @@ func TestSkewClickHouse(t *testing.T) {
 			cfg := cfgFor("a")
 			run := func(cfg *config.Config) (stop func() error, done chan error) {
 				ctx := context.Background()
+				types := sampleTypes(t, cfg)
 				newSink := func(ctx context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
-					o := chsink.Options{Driven: true}
+					o := chsink.Options{Driven: true, Types: types}
 					if cfg.ClickHouse.Mode == config.ModeChangelog {
 						o.Stream = p.Stream
 						return chsink.OpenExact(ctx, cfg, o)
@@ -370,6 +372,33 @@ func TestSkewClickHouse(t *testing.T) {
 				t.Fatalf("seed %d: %s differs from the join of the final tables:\n%s", seed, cfg.ClickHouse.Table, diff)
 			}
 		})
+	}
+}
+
+// sampleTypes samples cfg's source topics for the output's column types,
+// as `cdcjoin run` does before it opens its sinks: the partitions' sinks
+// then create the table with them (a LEFT join's first batch may hold only
+// padded rows, whose NULLs do not decide a type: the sink refuses to
+// guess).
+func sampleTypes(t *testing.T, cfg *config.Config) []row.ColumnType {
+	t.Helper()
+	s, err := kafkarun.NewSampler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		types := s.Sample(ctx, 100000) // on from where the last call stopped
+		cancel()
+		known := true
+		for _, ct := range types {
+			known = known && ct.Known()
+		}
+		if known || time.Now().After(deadline) {
+			return types
+		}
 	}
 }
 

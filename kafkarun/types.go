@@ -12,19 +12,35 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
-// SampleTypes reads the source topics from their beginning until it has
-// decoded one record with a Kafka Connect schema on each side (or until
-// limit records, or ctx is done), and returns the select list's Debezium
-// column types in select order; entries stay zero for sides without a
-// schema'd record. Sinks that create tables use it: the join stage itself
-// only sees projected rows, not schemas. It blocks for at most the
-// context's deadline and reads nothing else; errors are connection errors.
-func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]row.ColumnType, error) {
+// Sampler reads the source topics from their beginning and learns the
+// select list's column types: from Kafka Connect schemas, and for records
+// without one from their non-NULL values (job.Types: a NULL never decides
+// a type). Sinks that create tables use it: the join stage itself only
+// sees projected rows, not schemas. Each Sample reads on where the last
+// stopped, so a caller can wait for values of columns still unknown. Not
+// safe for concurrent use.
+type Sampler struct {
+	cl      *kgo.Client
+	spec    *keyed.Spec
+	schemas *registry.Client // nil for JSON
+	dec     *job.Decoder
+	types   job.Types
+	ev      debezium.Event
+	hdrs    []debezium.Header
+}
+
+// NewSampler returns a sampler of cfg's source topics.
+func NewSampler(cfg *config.Config) (*Sampler, error) {
 	base, err := clientOpts(&cfg.Kafka, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return nil, err
+	}
+	spec, err := job.Spec(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -36,38 +52,64 @@ func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]row.Colu
 	if err != nil {
 		return nil, fmt.Errorf("cdcjoin: sample types: %w", err)
 	}
-	defer cl.Close()
-	spec, err := job.Spec(cfg)
-	if err != nil {
-		return nil, err
-	}
 	schemas, err := job.OpenSchemas(cfg, registry.Options{})
 	if err != nil {
+		cl.Close()
 		return nil, err
 	}
-	defer schemas.Close()
-	defer context.AfterFunc(ctx, schemas.Close)()
-	dec := job.NewDecoder(cfg, spec, schemas)
-	var hdrs []debezium.Header
-	var types job.Types
-	var ev debezium.Event
-	for n := 0; n < limit && !types.Complete() && ctx.Err() == nil; {
+	return &Sampler{cl: cl, spec: spec, schemas: schemas, dec: job.NewDecoder(cfg, spec, schemas)}, nil
+}
+
+// Sample reads up to limit more records (fewer when every column's type is
+// known, the topics are read to their end, or ctx is done) and returns the
+// select list's types in select order (zero entries for columns unknown
+// yet).
+func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
+	defer context.AfterFunc(ctx, s.schemas.Close)()
+	for n := 0; n < limit && !allKnown(s.types.Output(s.spec)) && ctx.Err() == nil; {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := cl.PollRecords(pctx, 500)
+		fs := s.cl.PollRecords(pctx, 500)
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			hdrs = hdrs[:0]
+			s.hdrs = s.hdrs[:0]
 			for _, h := range r.Headers {
-				hdrs = append(hdrs, debezium.Header{Key: h.Key, Value: h.Value})
+				s.hdrs = append(s.hdrs, debezium.Header{Key: h.Key, Value: h.Value})
 			}
-			if side, ok, err := dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, hdrs, &ev); err == nil && ok {
-				types.Observe(side, &ev)
+			if side, ok, err := s.dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, s.hdrs, &s.ev); err == nil && ok {
+				s.types.Observe(side, &s.ev)
 			}
 		})
 		if fs.Empty() && ctx.Err() == nil && pctx.Err() == nil {
 			break
 		}
 	}
-	return types.Output(spec), nil
+	return s.types.Output(s.spec)
+}
+
+// Close closes the sampler's client and schema source.
+func (s *Sampler) Close() {
+	s.cl.Close()
+	s.schemas.Close()
+}
+
+func allKnown(ts []row.ColumnType) bool {
+	for _, t := range ts {
+		if !t.Known() {
+			return false
+		}
+	}
+	return true
+}
+
+// SampleTypes samples the source topics' first limit records at most (see
+// Sampler). It blocks for at most the context's deadline and reads nothing
+// else; errors are connection errors.
+func SampleTypes(ctx context.Context, cfg *config.Config, limit int) ([]row.ColumnType, error) {
+	s, err := NewSampler(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Sample(ctx, limit), nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/driver"
-	"github.com/cdcjoin/cdcjoin/internal/cerr"
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
@@ -74,7 +73,11 @@ type worker struct {
 	// committed by an earlier owner; output below it too (out's first
 	// emit-from).
 	forwardFrom int64
-	clock       version.Clock
+	// emitFloor: records below it were emitted by this process's previous
+	// worker of the partition (its flushed position: a restart after a
+	// Kafka failure, joinStage.restartFailed); 0 otherwise.
+	emitFloor int64
+	clock     version.Clock
 
 	op        Operator   // the partition's operator (operator.go; by default the regular join's skew.Router)
 	fwd       *forwarder // what the operator sends (Out.Send)
@@ -82,18 +85,24 @@ type worker struct {
 	unchunked bool // the operator does an input's work at once (a Positioned sink)
 	msg       keyedlog.Msg
 
-	pos   atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
-	quiet atomic.Int64 // the last durable position without work in progress (-1: none); committed to Kafka
-	hot   atomic.Pointer[hotSnapshot]
-	in    chan []*kgo.Record
-	stop  chan struct{} // closed by requestStop
-	once  sync.Once     // closes stop
+	pos atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
+	// flushed: the sink has every change of the records below it, their
+	// work in progress included (set at a flush without any, before the
+	// state commits); a restarted worker emits from there
+	// (joinStage.restartFailed).
+	flushed atomic.Int64
+	quiet   atomic.Int64 // the last durable position without work in progress (-1: none); committed to Kafka
+	hot     atomic.Pointer[hotSnapshot]
+	in      chan []*kgo.Record
+	stop    chan struct{} // closed by requestStop
+	once    sync.Once     // closes stop
 
 	ctx    context.Context // the sink's; cancelled drainTimeout after stop, and at exit
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	busySince atomic.Int64 // UnixNano when the batch in progress began; 0 when idle
+	status    workerStatus // what it does, for Status (status.go)
 	stats     reporter     // the sink's counters, for the scraper
 
 	dir      string   // the partition's state directory
@@ -155,6 +164,7 @@ func (w *worker) run() {
 	var recs []*kgo.Record
 	for {
 		if len(recs) == 0 {
+			w.status.set(phaseInput)
 			if w.stepping() {
 				// Work in progress: input first, else a batch of steps.
 				select {
@@ -186,6 +196,7 @@ func (w *worker) run() {
 		}
 		var err error
 		if w.rb != nil && len(recs) > 0 {
+			w.status.set(phaseRebuild)
 			if recs, err = w.rebuildRecords(recs); err != nil {
 				w.fail("worker", err)
 				return
@@ -214,10 +225,12 @@ func (w *worker) run() {
 	}
 }
 
-// fail stops Run with the worker's error (of kind, a metric label).
+// fail stops Run with the worker's error (of kind, a metric label), or
+// for a restartable Kafka failure has the dispatcher restart the
+// partition's worker (joinStage.workerFailed).
 func (w *worker) fail(kind string, err error) {
 	w.j.m.Errors.WithLabelValues("join", kind).Inc()
-	w.j.fail(cerr.Wrap(err, "join partition %d", w.p))
+	w.j.workerFailed(w, err)
 }
 
 // runBatch runs one batch (see batch) and drops what it did not commit.
@@ -234,6 +247,7 @@ func (w *worker) runBatch(recs []*kgo.Record) ([]*kgo.Record, error) {
 func (w *worker) committed(clock version.Clock, next int64) {
 	w.clock = clock
 	w.pos.Store(next)
+	w.j.progressed(w.p)
 	if !w.op.Busy() {
 		w.quiet.Store(next)
 	}
@@ -252,7 +266,8 @@ func (w *worker) start() error {
 	w.sink = s
 	w.stats.set(s)
 	w.out = driver.NewOutput(s, writeChunk)
-	w.out.RaiseEmitFrom(w.forwardFrom)
+	w.out.RaiseEmitFrom(max(w.forwardFrom, w.emitFloor))
+	w.status.emitFrom.Store(w.out.EmitFrom())
 	if !w.out.Positioned() {
 		return nil
 	}
@@ -270,6 +285,7 @@ func (w *worker) start() error {
 		w.j.log.Info("the sink holds this partition's output beyond the local state; applying the records below its position without emitting them again",
 			"partition", w.p, "delivered", d.Pos, "complete", d.Complete, "chunks", d.Chunks, "local", w.pos.Load(), "committed", w.forwardFrom)
 	}
+	w.status.emitFrom.Store(w.out.EmitFrom())
 	return nil
 }
 
@@ -307,6 +323,7 @@ func (w *worker) finishWork() {
 	}
 	w.busySince.Store(time.Now().UnixNano())
 	defer w.busySince.Store(0)
+	w.status.set(phaseStopping)
 	b := w.newBatch()
 	defer b.close()
 	err := b.drain()

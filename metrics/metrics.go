@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -135,9 +136,28 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 // the readiness check (if any) passes. The zero value is not ready and
 // live. Safe for concurrent use.
 type Readiness struct {
-	ready atomic.Bool
-	check atomic.Pointer[func() error]
-	live  atomic.Pointer[func() error]
+	ready  atomic.Bool
+	check  atomic.Pointer[func() error]
+	live   atomic.Pointer[func() error]
+	status atomic.Pointer[func() any]
+}
+
+// SetStatus sets the snapshot /statusz serves as JSON (nil: none). Like
+// the checks it must be cheap and must not block.
+func (r *Readiness) SetStatus(f func() any) {
+	if f == nil {
+		r.status.Store(nil)
+		return
+	}
+	r.status.Store(&f)
+}
+
+// Status returns the runtime's status snapshot (nil when none is set).
+func (r *Readiness) Status() any {
+	if f := r.status.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
 }
 
 // SetCheck sets the check Ready runs once the flag is set: nil when ready,
@@ -187,7 +207,9 @@ func (r *Readiness) Ready() bool { return r.NotReady() == nil }
 
 // Server serves /metrics from g, /healthz (200 while running and
 // ready.Live(), else 503 with the reason: a wedged process must not look
-// alive) and /readyz (200 when ready.Ready(), else 503 with the reason).
+// alive), /readyz (200 when ready.Ready(), else 503 with the reason) and
+// /statusz (ready.Status() as JSON: what each stage and partition is
+// doing).
 type Server struct {
 	srv *http.Server
 	ln  net.Listener
@@ -218,6 +240,23 @@ func Listen(addr string, g prometheus.Gatherer, ready *Readiness) (*Server, erro
 			}
 		}
 		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/statusz", func(w http.ResponseWriter, _ *http.Request) {
+		var st any
+		if ready != nil {
+			st = ready.Status()
+		}
+		if st == nil {
+			http.Error(w, "no status: not running", http.StatusServiceUnavailable)
+			return
+		}
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(b, '\n'))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		err := errors.New("not running")

@@ -31,6 +31,7 @@ func commands() []command {
 		replayCommand(),
 		runCommand(),
 		handoverCommand(),
+		reemitCommand(),
 		switchCommand(),
 		demoCommand(),
 		ddlCommand(),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,21 +61,15 @@ and /readyz are served on kafka.metrics_addr.`)
 		opts := kafkarun.Options{Logger: log, Ready: &metrics.Readiness{}}
 		var s sink.Sink
 		if cfg.ClickHouse != nil {
-			// Type the table from the Debezium schemas, when the topics have
-			// schema'd records (best effort: without them, from the values).
-			sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			types, err := kafkarun.SampleTypes(sctx, cfg, 10000)
-			cancel()
-			if err != nil {
-				log.Warn("could not sample column types from the source topics; the table (if created) is typed from values", "err", err)
-			}
 			// Check (and create) the table before joining anything, so
-			// that a bad table or credentials fail at once.
-			ch, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Types: types})
-			if err != nil {
+			// that a bad table or credentials fail at once; typed from
+			// the Debezium schemas, else the declared types, else the
+			// values of the source topics (waiting for a non-NULL value
+			// of every column: a NULL does not decide a type).
+			types, err := openTable(ctx, cfg, log)
+			if err != nil || ctx.Err() != nil {
 				return err
 			}
-			ch.Close()
 			opts.NewSink = clickhouseSinks(cfg, types)
 		} else if *output == "-" {
 			s = jsonl.New(stdout, cfg.OutputNames())
@@ -98,6 +93,46 @@ and /readyz are served on kafka.metrics_addr.`)
 		return nil
 	}
 	return c
+}
+
+// openTable samples the source topics for the column types (schemas, or
+// non-NULL values) and opens the ClickHouse sink once, creating the table
+// if it is missing. While some column of a table to create has no known
+// type, it samples on and retries (logging what it waits for every 30 s)
+// until ctx is done.
+func openTable(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]row.ColumnType, error) {
+	sampler, err := kafkarun.NewSampler(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer sampler.Close()
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	types := sampler.Sample(sctx, 10000)
+	cancel()
+	var logged time.Time
+	for {
+		ch, err := clickhouse.Open(ctx, cfg, clickhouse.Options{Types: types})
+		var ue *clickhouse.UntypedError
+		if !errors.As(err, &ue) {
+			if err == nil {
+				ch.Close()
+			}
+			return types, err
+		}
+		if time.Since(logged) > 30*time.Second {
+			log.Warn("waiting for a non-NULL value of every column to type the new table (declare the types to start at once)",
+				"table", ue.Table, "columns", strings.Join(ue.Columns, ","))
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(2 * time.Second):
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		types = sampler.Sample(sctx, 100000)
+		cancel()
+	}
 }
 
 // logFlags adds --log-format and --log-level to fs and returns the function

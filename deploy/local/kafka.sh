@@ -11,6 +11,8 @@
 #            background, wait until it answers a metadata request, and print
 #            `export CDCJOIN_KAFKA_BROKERS=127.0.0.1:19092`
 #   down     stop the broker started by `up` (pid file), wait for it to exit
+#   kill     SIGKILL the broker started by `up` (a crash: the data stays for
+#            the next `up`), wait for it to be gone
 #   status   exit 0 when the broker answers, 1 otherwise
 #   topics   list topics (kafka-topics --list)
 #   reset    down, then delete the broker's data (next `up` formats anew)
@@ -20,13 +22,15 @@
 # (auto.create.topics.enable=false): cdcjoin and Connect create theirs.
 #
 # Environment: KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (19093),
-# KAFKA_HEAP (-Xms256m -Xmx1g), KAFKA_START_TIMEOUT seconds (90).
+# KAFKA_HEAP (-Xms256m -Xmx1g), KAFKA_START_TIMEOUT seconds (90),
+# KAFKA_RUN_DIR (deploy/local/.run/kafka: a private broker's config, data
+# and logs, e.g. a test's own broker that it kills and restarts).
 set -euo pipefail
 SCRIPT=kafka.sh
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-RUN="$RUN_ROOT/kafka"
+RUN="${KAFKA_RUN_DIR:-$RUN_ROOT/kafka}"
 PORT="${KAFKA_PORT:-19092}"
 CPORT="${KAFKA_CONTROLLER_PORT:-19093}"
 HEAP="${KAFKA_HEAP:--Xms256m -Xmx1g}"
@@ -141,6 +145,17 @@ cmd_down() {
 	stop_pid "$PIDFILE" "kafka broker" 60
 }
 
+cmd_kill() {
+	local pid i
+	pid="$(pid_alive "$PIDFILE")" || { say "not running"; return 0; }
+	kill -KILL "$pid"
+	for i in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || { say "killed (pid $pid)"; return 0; }
+		sleep 0.1
+	done
+	die "pid $pid still alive 10s after SIGKILL"
+}
+
 cmd_status() {
 	local pid
 	if pid="$(pid_alive "$PIDFILE")" && answers; then
@@ -165,8 +180,9 @@ case "${1:-}" in
 install) cmd_install ;;
 up) cmd_up ;;
 down) cmd_down ;;
+kill) cmd_kill ;;
 status) cmd_status ;;
 reset) cmd_reset ;;
 topics) require_jars; kafka_java org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" --list ;;
-*) echo "usage: $0 {install|up|down|status|topics|reset}" >&2; exit 2 ;;
+*) echo "usage: $0 {install|up|down|kill|status|topics|reset}" >&2; exit 2 ;;
 esac

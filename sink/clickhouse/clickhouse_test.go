@@ -547,3 +547,40 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestNullDoesNotType: a table created from values (no schema, no declared
+// type) is not created while a column has only NULLs: the sink reports
+// which columns wait for a value or a declaration (UntypedError) instead
+// of typing them Nullable(String) (before: a NULL in the first row of the
+// first batch made a date column text in one run and Int64 in the next).
+// Once a value is there, the column gets that value's type.
+func TestNullDoesNotType(t *testing.T) {
+	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
+	cfg := testConfig(t, addr, config.ModeUpsert, "inner", "")
+	ctx := context.Background()
+	change := func(created row.Value) row.Change {
+		return row.Change{Op: row.Upsert, Version: 1, ParentKey: []row.Value{row.Int(1)}, ChildKey: []row.Value{row.Int(2)},
+			Values: []row.Value{row.Int(1), row.String("u"), row.Int(2), row.String("d"), row.Int(7), created}}
+	}
+	s := openSink(t, cfg, nil)
+	err := s.Write(ctx, []row.Change{change(row.Null())})
+	var ue *UntypedError
+	if !errors.As(err, &ue) || len(ue.Columns) != 1 || ue.Columns[0] != "created" {
+		t.Fatalf("a NULL-only column: Write returned %v, want an UntypedError naming created", err)
+	}
+	t.Logf("%v", err)
+	s2 := openSink(t, cfg, nil)
+	if err := s2.Write(ctx, []row.Change{change(row.Null()), change(row.Int(19000))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var typ string
+	if err := rawConn(t, addr).QueryRow(ctx, "SELECT type FROM system.columns WHERE database = ? AND table = ? AND name = 'created'", testDB, cfg.ClickHouse.Table).Scan(&typ); err != nil {
+		t.Fatal(err)
+	}
+	if typ != "Nullable(Int64)" {
+		t.Errorf("created typed %s, want Nullable(Int64) from its value", typ)
+	}
+}

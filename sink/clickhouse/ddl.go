@@ -115,6 +115,40 @@ func ColumnTypes(cfg *config.Config, types []row.ColumnType, sample []row.Value,
 	return out
 }
 
+// UntypedError is a table that cannot be created yet: no type is known for
+// Columns (no schema, no declared type or clickhouse.columns override, and
+// every value seen so far was NULL). A NULL does not decide a column's
+// type: a driver waits for values (`run` samples the topics again) or the
+// user declares the types.
+type UntypedError struct {
+	Table   string
+	Columns []string
+}
+
+func (e *UntypedError) Error() string {
+	return fmt.Sprintf("cdcjoin: clickhouse: cannot create table %s yet: no type is known for column(s) %s (no schema, no declared type, and every value seen so far is NULL; a NULL does not decide a column's type): declare them (parent.types / child.types with PostgreSQL types, or clickhouse.columns)",
+		e.Table, strings.Join(e.Columns, ", "))
+}
+
+// untyped returns the select names whose ClickHouse type ColumnTypes would
+// only guess (nothing known about them but NULLs).
+func untyped(cfg *config.Config, types []row.ColumnType, sample []row.Value) []string {
+	declared := cfg.DeclaredOutputTypes()
+	var out []string
+	for i, s := range cfg.Select {
+		if cfg.ClickHouse != nil {
+			if _, ok := cfg.ClickHouse.Columns[s.Name]; ok {
+				continue
+			}
+		}
+		if i < len(types) && types[i].Known() || declared[i].Known() || i < len(sample) && sample[i].Kind != row.KindNull {
+			continue
+		}
+		out = append(out, s.Name)
+	}
+	return out
+}
+
 // inferType is the type of a value of a column without schema or declared
 // type: its kind (decimals of variable scale; arrays typed by their first
 // non-NULL element).

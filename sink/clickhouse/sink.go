@@ -309,6 +309,9 @@ func (s *Sink) setup(ctx context.Context, sample []row.Value) error {
 		return err
 	}
 	if ti == nil {
+		if cols := untyped(s.cfg, s.opts.Types, sample); len(cols) > 0 {
+			return &UntypedError{Table: s.chc.Database + "." + s.chc.Table, Columns: cols}
+		}
 		if !s.chc.CreateTableEnabled() {
 			return fmt.Errorf("cdcjoin: clickhouse: table %s.%s does not exist and create_table is false (create it with the statements of `cdcjoin ddl`)", s.chc.Database, s.chc.Table)
 		}

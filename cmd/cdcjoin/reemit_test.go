@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/internal/testenv"
+)
+
+// TestReemit: an operator truncates the ClickHouse table while `run`
+// keeps going; later changes land on the empty table (rows not touched
+// again are missing; in changelog mode retractions of truncated rows leave
+// sum(_sign) < 0). `cdcjoin reemit` on the stopped instance brings the
+// table back to the join, in both sink modes; a second reemit writes
+// nothing; `run` continues on it. The table differs from the join before
+// the reemit (negative control).
+func TestReemit(t *testing.T) {
+	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
+	for _, tc := range []struct{ mode, join string }{{"upsert", "inner"}, {"changelog", "left"}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			seed := testSeed(t)
+			t.Logf("seed %d", seed)
+			o := cdcgen.DefaultOptions(int64(seed))
+			o.Ops, o.Users, o.Domains = 2000, 40, 100
+			o.Mix.TruncateUsers, o.Mix.TruncateDomains = 0, 0
+			h, err := cdcgen.Generate(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
+				kfake.GroupMinSessionTimeout(500*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			dir := t.TempDir()
+			table := fmt.Sprintf("reemit_%s_%d_%d", tc.mode, time.Now().Unix(), seed)
+			cfg := writeFile(t, dir, "job.yaml", fmt.Sprintf(`name: reemit
+parent: {topic: %s, key: id}
+child:  {topic: %s, key: id, parent_key: user_id}
+join: %s
+select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
+state: {dir: %s, batch_events: 200}
+kafka:
+  brokers: [%s]
+  session_timeout: 3s
+  commit_interval: 100ms
+  drain_timeout: 2s
+  metrics_addr: 127.0.0.1:0
+clickhouse:
+  addr: [%s]
+  database: cdcjoin_test
+  table: %s
+  mode: %s
+  batch: {rows: 50, interval: 40ms}
+`, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, tc.join, filepath.Join(dir, "state"), strings.Join(c.ListenAddrs(), ", "), addr, table, tc.mode))
+			log := childLog(t, dir)
+			conn := openClickHouse(t, addr)
+			full := "cdcjoin_test." + table
+			rows := func() []cdcgen.JoinedRow {
+				if tc.mode == "upsert" {
+					return upsertRows(t, conn, full)
+				}
+				return changelogRows(t, conn, full)
+			}
+			cp := len(h.Checkpoints) / 2
+			mid, err := h.TablesAt(cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := tc.join == "left"
+			produceRecords(t, c.ListenAddrs(), h.Records[:h.Checkpoints[cp].Records])
+			cmd := child(t, log, "run", "--config", cfg, "--log-level", "info")
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			metrics := waitLog(t, log, 0, "serving metrics", 3*time.Minute)
+			untilEqual := func(want []cdcgen.JoinedRow, what string) {
+				t.Helper()
+				var w convergeWatch
+				for {
+					got := rows()
+					diff := cdcgen.Diff(want, got, 10)
+					if diff == "" {
+						return
+					}
+					select {
+					case err := <-exited:
+						t.Fatalf("cdcjoin run exited: %v", err)
+					case <-time.After(300 * time.Millisecond):
+					}
+					if why := w.stalled(diff, scrape(metrics)); why != "" {
+						t.Fatalf("%s: %s:\n%s\n%s", what, why, diff, childProgress(metrics))
+					}
+				}
+			}
+			untilEqual(cdcgen.Join(mid.Users, mid.Domains, left), "the first half")
+			if err := conn.Exec(context.Background(), "TRUNCATE TABLE "+full); err != nil {
+				t.Fatal(err)
+			}
+			produceRecords(t, c.ListenAddrs(), h.Records[h.Checkpoints[cp].Records:])
+			waitQuiet(t, metrics)
+			want := cdcgen.Join(h.Final.Users, h.Final.Domains, left)
+			before := cdcgen.Diff(want, rows(), 3)
+			if before == "" {
+				t.Fatal("the table equals the join after the truncate: the test proves nothing")
+			}
+			t.Logf("after the truncate and the second half: %s", strings.SplitN(before, "\n", 2)[0])
+			cmd.Process.Signal(syscall.SIGTERM)
+			if err := <-exited; err != nil {
+				t.Fatalf("run after SIGTERM: %v", err)
+			}
+			code, out, errs := run(t, "reemit", "--config", cfg, "--log-level", "warn")
+			if code != 0 {
+				t.Fatalf("reemit: exit %d: %s", code, errs)
+			}
+			t.Logf("%s", strings.TrimSpace(out))
+			if d := cdcgen.Diff(want, rows(), 10); d != "" {
+				t.Fatalf("after reemit the table differs from the join:\n%s", d)
+			}
+			if tc.mode == "changelog" {
+				checkSigns(t, conn, full)
+			}
+			code, out, errs = run(t, "reemit", "--config", cfg, "--log-level", "warn")
+			if code != 0 || !strings.Contains(out, "0 inserted, 0 cancelled, 0 deleted") {
+				t.Fatalf("a second reemit: exit %d, %q %s; want nothing written", code, out, errs)
+			}
+			// `run` continues on the repaired table.
+			mark := logSize(t, log)
+			cmd = child(t, log, "run", "--config", cfg, "--log-level", "info")
+			exited = make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			metrics = waitLog(t, log, mark, "serving metrics", 3*time.Minute)
+			waitLog(t, log, mark, "partition assigned", 3*time.Minute)
+			waitQuiet(t, metrics)
+			untilEqual(want, "run after reemit")
+			cmd.Process.Signal(syscall.SIGTERM)
+			if err := <-exited; err != nil {
+				t.Fatalf("run after SIGTERM: %v", err)
+			}
+			if tc.mode == "changelog" {
+				checkSigns(t, conn, full)
+			}
+			conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+full)
+		})
+	}
+}
+
+// waitQuiet waits until a run's counters have not moved for 3 s (it has
+// done the work there was).
+func waitQuiet(t *testing.T, metrics string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	last, since := "", time.Now()
+	for time.Since(since) < 3*time.Second {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run kept working for 5 minutes:\n%s", childProgress(metrics))
+		}
+		if c := counterText(scrape(metrics)); c != last {
+			last, since = c, time.Now()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
