@@ -48,7 +48,7 @@ echo "== ClickHouse stopped and restarted under the sink (alone: it restarts the
 go test -race -short -count=1 -timeout 10m -run '^TestServerRestart$' ./sink/clickhouse/
 echo "== oracle: 30 seeds x INNER/LEFT, crash/restart"
 go test -count=1 -timeout 30m -run 'TestOracle' ./engine/
-go test -count=1 -timeout 20m -run 'TestMultiOracle' -seeds 3 ./engine/
+go test -count=1 -timeout 20m -run 'TestMultiOracle' ./engine/ -args -seeds=3
 echo "== the bench harness's --brokers path, checked against the join (skipped under -short above)"
 go test -count=1 -timeout 10m -run '^TestKafkaBrokers$' ./bench/
 echo "== cdcjoin demo (also into ClickHouse)"
