@@ -330,9 +330,6 @@ func (c *Config) ValidateForKafka() error {
 	if c.Kafka.Group == "" {
 		c.add(p, "kafka.group is empty (set name or kafka.group)", "kafka", "group")
 	}
-	if c.IsTimeJoin() {
-		c.add(p, "time_join: a time join runs under `cdcjoin replay` so far (replay --input, --resume, --end-of-input); `run` on Kafka does not take one yet", "time_join")
-	}
 	if len(p.Items) > 0 {
 		return p
 	}

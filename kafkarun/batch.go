@@ -36,6 +36,7 @@ type batch struct {
 	emit              keyed.Emit // into the sink buffer, counting
 	fan               int        // changes of the record being applied
 	upserts, retracts int
+	inserts           int // a time join's rows
 }
 
 // newBatch begins a batch at the worker's durable position.
@@ -45,9 +46,12 @@ func (w *worker) newBatch() *batch {
 	bufEmit := w.out.Emitter(b.ctx)
 	b.emit = func(c *row.Change) error {
 		b.fan++
-		if c.Op == row.Upsert {
+		switch c.Op {
+		case row.Upsert:
 			b.upserts++
-		} else {
+		case row.Insert:
+			b.inserts++
+		default:
 			b.retracts++
 		}
 		return bufEmit(c)
@@ -288,11 +292,14 @@ func (b *batch) commit(next int64) error {
 				// (joinStage.restartFailed).
 				w.flushed.Store(next)
 			}
-			if n := b.upserts + b.retracts; n > 0 {
+			if n := b.upserts + b.retracts + b.inserts; n > 0 {
 				m.SinkFlushSeconds.Observe(time.Since(flushStart).Seconds())
 				m.SinkBatchChanges.Observe(float64(n))
 				m.Changes.WithLabelValues(row.Upsert.String()).Add(float64(b.upserts))
 				m.Changes.WithLabelValues(row.Retract.String()).Add(float64(b.retracts))
+				if b.inserts > 0 {
+					m.Changes.WithLabelValues(row.Insert.String()).Add(float64(b.inserts))
+				}
 			}
 			w.status.set(phaseForward)
 			if _, err := w.fwd.commit(ctx); err != nil {

@@ -48,6 +48,19 @@ func newForwarder(j *joinStage, p int32) *forwarder {
 
 // Send implements keyedlog.Sender.
 func (f *forwarder) Send(p int32, key, value, header []byte) error {
+	r := &kgo.Record{Topic: f.topic, Partition: p, Key: append([]byte(nil), key...)}
+	if value != nil {
+		r.Value = append([]byte(nil), value...)
+	}
+	if header != nil {
+		r.Headers = []kgo.RecordHeader{{Key: keyedlog.ForwardHeader, Value: append([]byte(nil), header...)}}
+	}
+	return f.produce(r)
+}
+
+// produce sends r (its own copy) in the batch's transaction: a record of
+// the keyed log, or a dead letter.
+func (f *forwarder) produce(r *kgo.Record) error {
 	if f.cl == nil {
 		cl, err := kgo.NewClient(f.opts...)
 		if err != nil {
@@ -63,13 +76,6 @@ func (f *forwarder) Send(p int32, key, value, header []byte) error {
 		// Produce, flush and end within the transaction's deadline: a
 		// broker that does not answer must not hold the worker forever.
 		f.ctx, f.cancel = context.WithTimeout(context.Background(), f.timeout+txnGrace)
-	}
-	r := &kgo.Record{Topic: f.topic, Partition: p, Key: append([]byte(nil), key...)}
-	if value != nil {
-		r.Value = append([]byte(nil), value...)
-	}
-	if header != nil {
-		r.Headers = []kgo.RecordHeader{{Key: keyedlog.ForwardHeader, Value: append([]byte(nil), header...)}}
 	}
 	f.n++
 	f.cl.Produce(f.ctx, r, f.promise)

@@ -144,8 +144,14 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 	}
 	lag := strconv.FormatInt(k.MinCompactionLag.Milliseconds(), 10)
 	compact := "compact"
-	if top.keyedParts, err = ensureTopic(ctx, adm, k.KeyedTopic(), keyedParts, int16(k.ReplicationFactor),
-		map[string]*string{"cleanup.policy": &compact, "min.compaction.lag.ms": &lag}, log); err != nil {
+	keyedCfg := map[string]*string{"cleanup.policy": &compact, "min.compaction.lag.ms": &lag}
+	if cfg.IsTimeJoin() {
+		// Not a changelog: a moved partition is rebuilt from the whole
+		// log (timejoin.go).
+		del, forever := "delete", "-1"
+		keyedCfg = map[string]*string{"cleanup.policy": &del, "retention.ms": &forever, "retention.bytes": &forever}
+	}
+	if top.keyedParts, err = ensureTopic(ctx, adm, k.KeyedTopic(), keyedParts, int16(k.ReplicationFactor), keyedCfg, log); err != nil {
 		return top, err
 	}
 	ds, err := adm.ListTopics(ctx, k.KeyedTopic())
@@ -153,6 +159,10 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		return top, fmt.Errorf("cdcjoin: describe topic %s: %w", k.KeyedTopic(), err)
 	}
 	top.keyedID = ds[k.KeyedTopic()].ID.String()
+	written := []string{k.KeyedTopic()}
+	if cfg.IsTimeJoin() {
+		return top, setupDLQ(ctx, cfg, adm, log, &top, written)
+	}
 	n, err := ensureTopic(ctx, adm, k.ChildIndexTopic(), top.childParts, int16(k.ReplicationFactor),
 		map[string]*string{"cleanup.policy": &compact}, log)
 	if err != nil {
@@ -171,15 +181,20 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the parent index needs one per parent partition (add partitions to it)",
 			k.ParentIndexTopic(), n, cfg.Parent.Topic, top.parentParts)
 	}
-	written := []string{k.KeyedTopic(), k.ChildIndexTopic(), k.ParentIndexTopic()}
+	return top, setupDLQ(ctx, cfg, adm, log, &top, append(written, k.ChildIndexTopic(), k.ParentIndexTopic()))
+}
+
+// setupDLQ creates the dead-letter topic (errors.policy dlq) and reads
+// the message size limits of the topics the job writes (written and it).
+func setupDLQ(ctx context.Context, cfg *config.Config, adm *kadm.Client, log *slog.Logger, top *topology, written []string) error {
 	if cfg.Errors.Policy == config.PolicyDLQ {
-		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(k.ReplicationFactor), nil, log); err != nil {
-			return top, err
+		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(cfg.Kafka.ReplicationFactor), nil, log); err != nil {
+			return err
 		}
 		written = append(written, cfg.Errors.DLQTopic)
 	}
 	top.limits = messageLimits(ctx, adm, log, written...)
-	return top, nil
+	return nil
 }
 
 // ensureTopic creates topic unless it exists and returns its partition

@@ -48,6 +48,9 @@ type keying struct {
 	txid string // the session's transactional id
 
 	dec     *job.Decoder
+	// tk keys a time join's records instead of keyer (timejoin.go); nil
+	// for a regular join.
+	tk      *timeKeying
 	hdrs    []debezium.Header     // headers of the record being decoded
 	schemas debezium.SchemaSource // resolves Avro schema ids (nil for JSON)
 	keyer   *keyed.Keyer
@@ -87,6 +90,12 @@ func newKeying(d *deps, schemas debezium.SchemaSource) (*keying, error) {
 		busy: newBusyKeys(d.spec, d.cfg.Skew.TopKeys),
 	}
 	k.txid = d.cfg.Kafka.Group + "-keying-" + d.cfg.Kafka.InstanceID
+	if d.cfg.IsTimeJoin() {
+		var err error
+		if k.tk, err = newTimeKeying(d.cfg, d.tm, d.top.keyedParts); err != nil {
+			return nil, err
+		}
+	}
 	if err := k.open(); err != nil {
 		return nil, err
 	}
@@ -167,6 +176,9 @@ func (k *keying) close() {
 	}
 	k.mu.Unlock()
 	k.dropPartitions(nil, nil, all)
+	if k.tk != nil {
+		k.tk.reset()
+	}
 }
 
 // run polls, keys and commits until ctx is done (then it returns nil after
@@ -243,7 +255,7 @@ func (k *keying) session(ctx context.Context, size *txnSize) error {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		if fs.NumRecords() == 0 {
+		if fs.NumRecords() == 0 && (k.tk == nil || !k.tk.due(time.Now())) {
 			k.sess.AllowRebalance()
 			if !hadErr && k.notReady() == nil {
 				k.health.progressed(time.Now()) // caught up: nothing to do
@@ -300,7 +312,9 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	var rerr error
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if side := k.dec.Side(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
-			_, rerr = k.index(ctx, sourcePart{side, p.Partition})
+			if k.tk == nil {
+				_, rerr = k.index(ctx, sourcePart{side, p.Partition})
+			}
 			last := p.Records[len(p.Records)-1].Offset
 			k.m.KeyingLag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(max(p.HighWatermark-last-1, 0)))
 		}
@@ -334,7 +348,14 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	defer cancel()
 	kt := k.newTxn(tctx)
 	k.idPending = k.idPending[:0]
+	committed := false
+	if k.tk != nil {
+		defer func() { k.tk.ended(committed) }()
+	}
 	err := kt.key(ctx, fs)
+	if err == nil && k.tk != nil {
+		err = k.tk.boundary(kt)
+	}
 	if err == nil {
 		kt.saveTopicIDs()
 		err = kt.produceErr(began)
@@ -358,7 +379,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		}
 		return err
 	}
-	committed, err := k.sess.End(tctx, kgo.TryCommit)
+	committed, err = k.sess.End(tctx, kgo.TryCommit)
 	if err != nil {
 		kt.abort()
 		if tctx.Err() != nil && ctx.Err() == nil {

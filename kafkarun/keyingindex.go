@@ -194,6 +194,9 @@ func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []b
 func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.tk != nil {
+		k.tk.dropped(lost)
+	}
 	for _, side := range []row.Side{row.Parent, row.Child} {
 		for _, p := range lost[k.topicOf(side)] {
 			sp := sourcePart{side, p}
@@ -247,6 +250,9 @@ func (k *keying) assignPartitions(_ context.Context, _ *kgo.Client, added map[st
 		k.rd.assigned, k.rd.fetched = map[sourcePart]uint64{}, map[sourcePart]bool{}
 	}
 	k.rd.joined = true
+	if k.tk != nil {
+		k.tk.assigned(added)
+	}
 	for _, side := range []row.Side{row.Parent, row.Child} {
 		for _, p := range added[k.topicOf(side)] {
 			k.rd.gen++
@@ -308,6 +314,9 @@ func (k *keying) forget(sp sourcePart) {
 // maybe given back) discards the restored store, the next call restores
 // again.
 func (k *keying) restoreFetched(ctx context.Context) error {
+	if k.tk != nil {
+		return nil // a time join keeps no index
+	}
 	k.mu.Lock()
 	var todo []sourcePart
 	gens := map[sourcePart]uint64{}
@@ -350,7 +359,7 @@ func (k *keying) notReady() error {
 		return errors.New("keying stage: waiting for the group's assignment")
 	}
 	for sp := range k.rd.assigned {
-		if k.idx[sp] != nil {
+		if k.idx[sp] != nil || k.tk != nil && k.rd.fetched[sp] {
 			continue
 		}
 		if !k.rd.fetched[sp] {

@@ -86,6 +86,9 @@ func (kt *keyingTxn) produceErr(began time.Time) error {
 // errors are fatal.
 func (kt *keyingTxn) record(ctx context.Context, r *kgo.Record) error {
 	k := kt.k
+	if k.tk != nil {
+		return k.tk.record(kt, r)
+	}
 	// Restore the partition's index (and what the decoder learned) first,
 	// so the record is decoded knowing it.
 	var t *joinstate.Txn

@@ -75,6 +75,9 @@ func (w *worker) newOperator(t keyed.State, fresh bool) error {
 	mk := j.newOp
 	if mk == nil {
 		mk = w.newRouter
+		if j.cfg.IsTimeJoin() {
+			mk = w.newTimeOp // timejoin.go
+		}
 	}
 	op, err := mk(OperatorFor{Partition: w.p, Partitions: j.top.keyedParts, State: t, Fresh: fresh, Log: j.log})
 	if err != nil {

@@ -118,6 +118,7 @@ type deps struct {
 	log  *slog.Logger
 	m    *metrics.Metrics
 	sm   *metrics.Skew
+	tm   *metrics.TimeJoin // a time join's (nil otherwise)
 	// newOp is Options.Operator (nil: the regular join's, newRouter).
 	newOp func(OperatorFor) (Operator, error)
 }
@@ -190,7 +191,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		return err
 	}
-	spec, err := job.Spec(cfg)
+	var spec *keyed.Spec
+	var tm *metrics.TimeJoin
+	if cfg.IsTimeJoin() {
+		if spec, err = timeSpec(cfg); err == nil {
+			tm, err = metrics.NewTimeJoin(reg)
+		}
+	} else {
+		spec, err = job.Spec(cfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -200,7 +209,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		return err
 	}
-	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, newOp: opts.Operator}
+	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, tm: tm, newOp: opts.Operator}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

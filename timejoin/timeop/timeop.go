@@ -25,7 +25,8 @@ import (
 // Operator is a time join as a driver.Operator. Not safe for concurrent
 // use.
 type Operator struct {
-	j *timejoin.Join
+	j        *timejoin.Join
+	declared []timejoin.Source
 }
 
 // New returns the operator of spec. Idleness is the driver's (watermark
@@ -37,8 +38,27 @@ func New(spec *timejoin.Spec, memoryBytes int) *Operator {
 // Join returns the operator's join (watermarks, stats: read-only use).
 func (o *Operator) Join() *timejoin.Join { return o.j }
 
+// Declare makes srcs known before they have records, now and after every
+// Load (timejoin.Join.Declare): in `run` every partition of both source
+// topics from the start, so that the watermark waits for a partition
+// until it has records or is idle.
+func (o *Operator) Declare(srcs ...timejoin.Source) {
+	o.declared = append(o.declared, srcs...)
+	for _, s := range srcs {
+		o.j.Declare(s)
+	}
+}
+
 // Load implements driver.Operator.
-func (o *Operator) Load(t keyed.State) error { return o.j.Load(aux{t}) }
+func (o *Operator) Load(t keyed.State) error {
+	if err := o.j.Load(aux{t}); err != nil {
+		return err
+	}
+	for _, s := range o.declared {
+		o.j.Declare(s)
+	}
+	return nil
+}
 
 // ErrNoReject is Step's error for a late record when the driver gave it no
 // Out.Reject.
