@@ -129,11 +129,26 @@ func Late(s *timejoin.Spec, recs []Event, idleByEvent bool, declared []timejoin.
 // row has that one column), window start and end.
 func Expected(s *timejoin.Spec, recs []Event, idleByEvent bool, declared []timejoin.Source, end bool) (out []string, lateIdx []int) {
 	late, e := Late(s, recs, idleByEvent, declared, end)
+	for i := range recs {
+		if late[i] {
+			lateIdx = append(lateIdx, i)
+		}
+	}
+	return SQL(s, recs, late, e), lateIdx
+}
+
+// SQL returns the rows of the join over the events that are not late
+// (as Text renders them, sorted): the pairs, and the outer rows, window
+// closes and temporal rows due by the effective clock e (W −
+// allowed_lateness; timejoin.MaxTime: all). It is the result whatever
+// decided lateness (Late's watermarks, or a driver's: `run`, where
+// idleness is wall time), since a record that arrives after its partners'
+// bound has passed is late.
+func SQL(s *timejoin.Spec, recs []Event, late []bool, e int64) (out []string) {
 	var ls, rs []Event
 	seen := map[string]bool{}
 	for i, r := range recs {
 		if late[i] {
-			lateIdx = append(lateIdx, i)
 			continue
 		}
 		if s.Kind == timejoin.Temporal && r.Side == timejoin.SideRight {
@@ -318,5 +333,5 @@ func Expected(s *timejoin.Spec, recs []Event, idleByEvent bool, declared []timej
 		}
 	}
 	sort.Strings(out)
-	return out, lateIdx
+	return out
 }

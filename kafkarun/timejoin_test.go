@@ -1,0 +1,627 @@
+package kafkarun_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
+	"github.com/cdcjoin/cdcjoin/deadletter"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
+	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/timejoin"
+	"github.com/cdcjoin/cdcjoin/timejoin/timegen"
+	"github.com/cdcjoin/cdcjoin/timejoin/timeop"
+)
+
+// TestTimeJoinRun runs seeded time-join histories (interval and window,
+// INNER and LEFT; three source partitions a side plus a right partition
+// that never has a record, so only wall-time idleness lets the
+// watermark move; keys reused, pairs inside and outside the bound, out of
+// order, late records, redeliveries) through Run on kfake, with a crash
+// of the first instance (a sink failure after its INSERT, before the
+// state commit), a restart, a second instance joining (its partitions
+// rebuilt from the keyed log) and leaving again. The rows, deduplicated by
+// (stream, seq) as the insert-mode sink does, must equal the SQL result
+// over the records that are not late (timegen.SQL) — a (stream, seq)
+// emitted twice must be the same row — and every dead-lettered record must
+// be late against the watermark its letter names. Negative control: the
+// SQL over all records, late ones included, must differ in some round.
+func TestTimeJoinRun(t *testing.T) {
+	seed := clusterSeed(t)
+	cases := []struct {
+		kind timejoin.Kind
+		jt   timejoin.JoinType
+	}{
+		{timejoin.Interval, timejoin.LeftOuter}, {timejoin.Window, timejoin.Inner},
+		{timejoin.Interval, timejoin.Inner}, {timejoin.Window, timejoin.LeftOuter},
+	}
+	if testing.Short() {
+		cases = cases[:2]
+	}
+	var late, differed int
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%s-%s", c.kind, c.jt), func(t *testing.T) {
+			r := timeRun(t, rand.New(rand.NewPCG(uint64(seed), uint64(i))), c.kind, c.jt)
+			late += r.late
+			if r.controlDiffers {
+				differed++
+			}
+		})
+	}
+	if t.Failed() {
+		t.Fatalf("seed %d (CDCJOIN_SEED=%d to reproduce)", seed, seed)
+	}
+	if late == 0 {
+		t.Fatalf("seed %d: no record was late in any round: the test shows nothing about late records", seed)
+	}
+	if differed == 0 {
+		t.Fatalf("seed %d: negative control: the SQL over all records (late ones included) equals the output in every round", seed)
+	}
+}
+
+type timeRunResult struct {
+	late           int
+	controlDiffers bool
+}
+
+// timeRun runs one history through Run (see TestTimeJoinRun).
+func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinType) timeRunResult {
+	const ms = 1000
+	s := &timejoin.Spec{Kind: kind, Join: jt, LeftWidth: 1, RightWidth: 1,
+		Out:            []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}},
+		OutOfOrderness: rng.Int64N(5) * ms, AllowedLateness: rng.Int64N(3) * ms,
+		IdleTimeout: []int64{1e6, 4e6}[rng.IntN(2)]} // µs of wall time in run
+	switch kind {
+	case timejoin.Interval:
+		s.Lower = (rng.Int64N(9) - 4) * ms
+		s.Upper = s.Lower + rng.Int64N(10)*ms
+	case timejoin.Window:
+		s.Size = (1 + rng.Int64N(10)) * ms
+		s.Slide = (1 + rng.Int64N(s.Size/ms)) * ms
+		s.Out = append(s.Out, timejoin.Column{From: timejoin.FromWindowStart}, timejoin.Column{From: timejoin.FromWindowEnd})
+	}
+	const parts = 3
+	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 12})
+	// A flush record in every partition far past the history (keys of
+	// their own, never joined or due), so that the final watermark makes
+	// every row of the history due whatever idleness did on the way.
+	var tmax int64
+	for _, e := range events {
+		tmax = max(tmax, e.Time)
+	}
+	flushAt := tmax + 1000*s.Size + 1000*abs(s.Upper) + 1000*abs(s.Lower) + 1000*ms
+	nHist := len(events)
+	for _, side := range []timejoin.Side{timejoin.SideLeft, timejoin.SideRight} {
+		for p := int32(0); p < parts; p++ {
+			id := fmt.Sprintf("flush-%s%d", side, p)
+			events = append(events, timegen.Event{Side: side, Partition: p, Op: timejoin.Insert, Time: flushAt, Key: id, PK: id, Val: "flush"})
+		}
+	}
+	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: rng.Uint64()})
+
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, timegen.LeftTopic), kfake.SeedTopics(parts+1, timegen.RightTopic),
+		kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := c.ListenAddrs()
+	cfgOf := func(id string) *config.Config {
+		y := timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: t.TempDir(), DLQ: true,
+			Extra: fmt.Sprintf("kafka:\n  keyed_partitions: 3\n  brokers: [%s]\n  instance_id: %s\n  session_timeout: 6s\n  commit_interval: 100ms\n  transaction_timeout: 10s\n",
+				strings.Join(brokers, ", "), id)})
+		cfg, err := config.Parse([]byte(y), "tj.yaml")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, y)
+		}
+		return cfg
+	}
+	cfgA, cfgB := cfgOf("i0"), cfgOf("i1")
+	m := &seqModel{spec: s, rows: map[string]map[uint64]string{}}
+	dlq := newTopicReader(t, brokers, "tj.dlq")
+	defer dlq.close()
+
+	next := 0 // recs are in event order: produce them in slices
+	cut := func(f float64) []timegen.Record {
+		from := next
+		for next < len(recs) && (f > 1 || recs[next].Event < int(f*float64(nHist))) {
+			next++
+		}
+		return recs[from:next]
+	}
+	produceTime(t, brokers, cut(0.3))
+
+	// A: crashes at the first INSERT once armed (after it, before the
+	// state commit), and is restarted on its state.
+	a := runTime(t, cfgA, m, true)
+	caughtUp := func(in *timeInstance) func() bool {
+		return func() bool {
+			ok, _, err := kafkarun.CaughtUp(context.Background(), cfgA)
+			return ok && err == nil || in.stopped()
+		}
+	}
+	waitFor(t, 3*time.Minute, "the first instance to catch up", caughtUp(a))
+	m.arm()
+	produceTime(t, brokers, cut(0.55))
+	select {
+	case <-a.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the armed sink failure did not stop the first instance within 3m")
+	}
+	if a.err == nil || !strings.Contains(a.err.Error(), errInjected.Error()) {
+		t.Fatalf("first instance: Run returned %v, want the injected sink failure", a.err)
+	}
+	a = runTime(t, cfgA, m, false)
+	defer a.cancel()
+	// B joins (a rebalance: its partitions rebuilt from the keyed log),
+	// then leaves (they move back to A, whose state for them is behind).
+	b := runTime(t, cfgB, m, false)
+	produceTime(t, brokers, cut(0.8))
+	waitFor(t, 3*time.Minute, "both instances in the join group", func() bool { return groupMembers(t, c, cfgA.Kafka.JoinGroup()) == 2 })
+	waitFor(t, 3*time.Minute, "both instances to catch up", caughtUp(b))
+	if err := b.stop(t); err != nil {
+		t.Fatalf("second instance: %v", err)
+	}
+	produceTime(t, brokers, cut(2))
+
+	// The output converges to the SQL over the records that are not late.
+	eFinal := flushAt - s.OutOfOrderness - s.AllowedLateness
+	var want, got []string
+	var lateEv []bool
+	deadline, moved, last := time.Now().Add(convergeLimit), time.Now(), -1
+	for {
+		lateEv = m.lateEvents(t, dlq.records(), recs, events, s)
+		want = timegen.SQL(s, events, lateEv, eFinal)
+		got = m.sorted()
+		if slices.Equal(got, want) {
+			break
+		}
+		if n := m.count(); n != last {
+			last, moved = n, time.Now()
+		}
+		if time.Since(moved) > 90*time.Second || time.Now().After(deadline) || a.stopped() {
+			t.Fatalf("%s %s: %d rows, want %d (run err %v):\n%s", kind, jt, len(got), len(want), a.err, strings.Join(diffRows(got, want, 20), "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := m.failure(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatalf("first instance: %v", err)
+	}
+	// Exactly once: every stream's rows are what its keyed partition's
+	// log gives the operator from the start (seq for seq), and the dead
+	// letters are its late records, each once or more (a batch redone
+	// after a crash writes its letters again).
+	replayed, rejected := replayKeyed(t, brokers, cfgA)
+	for stream, rows := range m.rows {
+		p := stream[strings.LastIndex(stream, "/")+1 : strings.Index(stream, "@")]
+		if !maps.Equal(rows, replayed[p]) {
+			t.Errorf("stream %s: %d rows, its keyed log gives %d (or other ones)", stream, len(rows), len(replayed[p]))
+		}
+		delete(replayed, p)
+	}
+	for p, rows := range replayed {
+		if len(rows) > 0 {
+			t.Errorf("keyed partition %s: its log gives %d rows, the sink has none", p, len(rows))
+		}
+	}
+	lettered := map[string]bool{}
+	for _, l := range dlq.records() {
+		h := map[string]string{}
+		for _, x := range l.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		lettered[h[deadletter.HeaderSourceTopic]+"/"+h[deadletter.HeaderSourcePartition]+"@"+h[deadletter.HeaderSourceOffset]] = true
+	}
+	if !maps.Equal(lettered, rejected) {
+		t.Errorf("%d records dead-lettered, the keyed logs reject %d (or other ones)", len(lettered), len(rejected))
+	}
+	nLate := 0
+	for i, l := range lateEv {
+		if l && i >= nHist {
+			t.Errorf("a flush record was judged late: %v", events[i])
+		}
+		if l {
+			nLate++
+		}
+	}
+	all := timegen.SQL(s, events, make([]bool, len(events)), eFinal)
+	differs := !slices.Equal(all, got)
+	t.Logf("%s %s: %d events, %d rows (%d from i1), %d late, streams %d; SQL over all records differs: %v",
+		kind, jt, nHist, len(got), m.countFrom("i1"), nLate, len(m.rows), differs)
+	return timeRunResult{late: nLate, controlDiffers: differs}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// diffRows lists up to n rows only in got (+) or only in want (-).
+func diffRows(got, want []string, n int) []string {
+	var out []string
+	i, j := 0, 0
+	for (i < len(got) || j < len(want)) && len(out) < n {
+		switch {
+		case j >= len(want) || i < len(got) && got[i] < want[j]:
+			out = append(out, "+ "+got[i])
+			i++
+		case i >= len(got) || want[j] < got[i]:
+			out = append(out, "- "+want[j])
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+func produceTime(t *testing.T, brokers []string, recs []timegen.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var krs []*kgo.Record
+	for _, r := range recs {
+		krs = append(krs, &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value})
+	}
+	if err := cl.ProduceSync(context.Background(), krs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// timeInstance is one Run of a time join.
+type timeInstance struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+func (in *timeInstance) stopped() bool {
+	select {
+	case <-in.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (in *timeInstance) stop(t *testing.T) error {
+	t.Helper()
+	in.cancel()
+	select {
+	case <-in.done:
+		return in.err
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Run did not return within 2m of cancel")
+		return nil
+	}
+}
+
+// runTime starts Run of cfg with one sink per keyed partition into m
+// (crashy: the sinks fail once m is armed).
+func runTime(t *testing.T, cfg *config.Config, m *seqModel, crashy bool) *timeInstance {
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &timeInstance{cancel: cancel, done: make(chan struct{})}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	id := cfg.Kafka.InstanceID
+	go func() {
+		defer close(in.done)
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Logger: log.With("instance", id), Registry: prometheus.NewRegistry(),
+			NewSink: func(_ context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
+				return &seqSink{m: m, stream: p.Stream, instance: id, crashy: crashy}, nil
+			}})
+	}()
+	return in
+}
+
+// seqModel is the insert-mode ClickHouse table of the time joins' output:
+// rows by (stream, seq), where a row flushed again must be the same row.
+type seqModel struct {
+	spec *timejoin.Spec
+	mu   sync.Mutex
+	rows map[string]map[uint64]string
+	from map[string]int // rows first flushed by an instance
+	err  error
+	// armed: the next flush of a crashy sink fails after applying its
+	// rows (once).
+	armed, fired bool
+}
+
+func (m *seqModel) arm() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.armed = true
+}
+
+func (m *seqModel) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.rows {
+		n += len(s)
+	}
+	return n
+}
+
+func (m *seqModel) countFrom(instance string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.from[instance]
+}
+
+func (m *seqModel) failure() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// sorted returns the rows, sorted; a stream with a gap in its seq
+// numbers is a failure.
+func (m *seqModel) sorted() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, s := range m.rows {
+		for _, r := range s {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// lateEvents maps the dead letters to the events they name, checking each
+// is a late record against the watermark it names.
+func (m *seqModel) lateEvents(t *testing.T, letters []*kgo.Record, recs []timegen.Record, events []timegen.Event, s *timejoin.Spec) []bool {
+	t.Helper()
+	type pos struct {
+		topic     string
+		partition int32
+		offset    int64
+	}
+	ev := map[pos]int{}
+	for _, r := range recs {
+		ev[pos{r.Topic, r.Partition, r.Offset}] = r.Event
+	}
+	late := make([]bool, len(events))
+	for _, l := range letters {
+		h := map[string]string{}
+		for _, x := range l.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		p, _ := strconv.Atoi(h[deadletter.HeaderSourcePartition])
+		o, _ := strconv.ParseInt(h[deadletter.HeaderSourceOffset], 10, 64)
+		i, ok := ev[pos{h[deadletter.HeaderSourceTopic], int32(p), o}]
+		if !ok || h[deadletter.HeaderReason] != deadletter.ReasonLate {
+			t.Fatalf("a dead letter that is not a late record of the history: %v", h)
+		}
+		tm, err1 := time.Parse(time.RFC3339Nano, h[deadletter.HeaderTime])
+		wm, err2 := time.Parse(time.RFC3339Nano, h[deadletter.HeaderWatermark])
+		if err1 != nil || err2 != nil || tm.UnixMicro() != events[i].Time || !(tm.UnixMicro() < wm.UnixMicro()-s.AllowedLateness) {
+			t.Fatalf("dead letter of event %d: time %s, watermark %s (lateness %dµs): not late (%v %v)", i, h[deadletter.HeaderTime], h[deadletter.HeaderWatermark], s.AllowedLateness, err1, err2)
+		}
+		late[i] = true
+	}
+	return late
+}
+
+// seqSink is one keyed partition's connection to the model.
+type seqSink struct {
+	m        *seqModel
+	stream   string
+	instance string
+	crashy   bool
+	pending  []row.Change
+}
+
+func (s *seqSink) Write(_ context.Context, cs []row.Change) error {
+	for _, c := range cs {
+		s.pending = append(s.pending, cloneChange(c))
+	}
+	return nil
+}
+
+func (s *seqSink) Flush(context.Context) error {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := s.pending
+	s.pending = nil
+	if m.rows[s.stream] == nil {
+		m.rows[s.stream] = map[uint64]string{}
+	}
+	if m.from == nil {
+		m.from = map[string]int{}
+	}
+	rows := m.rows[s.stream]
+	for _, c := range cs {
+		if c.Op != row.Insert && m.err == nil {
+			m.err = fmt.Errorf("stream %s: a %v change: a time join inserts only", s.stream, c.Op)
+		}
+		txt := timegen.Text(m.spec, c.Values)
+		if old, ok := rows[c.Version]; ok {
+			if old != txt && m.err == nil {
+				m.err = fmt.Errorf("stream %s seq %d emitted as %q and as %q", s.stream, c.Version, old, txt)
+			}
+			continue
+		}
+		rows[c.Version] = txt
+		m.from[s.instance]++
+	}
+	if s.crashy && m.armed && !m.fired {
+		m.fired = true
+		return errInjected
+	}
+	return nil
+}
+
+func (s *seqSink) Close() error { return nil }
+
+// topicReader reads a topic (read committed) into memory in the
+// background until closed.
+type topicReader struct {
+	cl   *kgo.Client
+	mu   sync.Mutex
+	recs []*kgo.Record
+	done chan struct{}
+}
+
+func newTopicReader(t *testing.T, brokers []string, topic string) *topicReader {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &topicReader{cl: cl, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(rec *kgo.Record) {
+				r.mu.Lock()
+				r.recs = append(r.recs, rec)
+				r.mu.Unlock()
+			})
+		}
+	}()
+	return r
+}
+
+func (r *topicReader) records() []*kgo.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+func (r *topicReader) close() {
+	r.cl.Close()
+	<-r.done
+}
+
+// replayKeyed applies every keyed partition's log (read committed, to its
+// end) to a fresh time-join operator, as a new owner rebuilding it would:
+// the rows it emits per keyed partition (seq → row) and the records it
+// rejects as late ("topic/partition@offset").
+func replayKeyed(t *testing.T, brokers []string, cfg *config.Config) (map[string]map[uint64]string, map[string]bool) {
+	t.Helper()
+	ts, err := job.TimeJoin(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := cfg.Kafka.KeyedTopic()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type part struct {
+		op   *timeop.Operator
+		st   *keyed.MemState
+		next int64
+	}
+	parts := map[int32]*part{}
+	rows := map[string]map[uint64]string{}
+	rejected := map[string]bool{}
+	left := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		op := timeop.New(ts.Spec, 0)
+		for p := int32(0); p < 3; p++ {
+			op.Declare(timejoin.Source{Side: timejoin.SideLeft, Partition: p})
+		}
+		for p := int32(0); p < 4; p++ {
+			op.Declare(timejoin.Source{Side: timejoin.SideRight, Partition: p})
+		}
+		st := keyed.NewMemState()
+		if err := op.Load(st); err != nil {
+			t.Fatal(err)
+		}
+		parts[o.Partition] = &part{op: op, st: st}
+		rows[strconv.Itoa(int(o.Partition))] = map[uint64]string{}
+		if o.Offset > 0 {
+			left++
+		}
+	})
+	var m keyedlog.Msg
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			pt := parts[r.Partition]
+			if r.Offset < pt.next {
+				return
+			}
+			pt.next = r.Offset + 1
+			if end, _ := ends.Lookup(topic, r.Partition); pt.next == end.Offset {
+				left--
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			if err := keyedlog.Decode(nil, r.Key, r.Value, nil, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m.Kind == keyedlog.KindEpoch {
+				return
+			}
+			out := keyedlog.Out{
+				Emit: func(c *row.Change) error {
+					rows[strconv.Itoa(int(r.Partition))][c.Version] = timegen.Text(ts.Spec, c.Values)
+					return nil
+				},
+				Reject: func(m *keyedlog.Msg, _ string, _, _ int64) error {
+					src := cfg.TimeJoin.Left.Topic
+					if m.Time.Side == timejoin.SideRight {
+						src = cfg.TimeJoin.Right.Topic
+					}
+					rejected[fmt.Sprintf("%s/%d@%d", src, m.Source.Partition, m.Source.Offset)] = true
+					return nil
+				},
+			}
+			if err := pt.op.Step(pt.st, &m, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	return rows, rejected
+}
