@@ -36,7 +36,7 @@ func TestTimeJoinContract(t *testing.T) {
 	if c.Parent.Topic != "ads.impressions" || c.Child.Topic != "ads.clicks" {
 		t.Errorf("sides as tables: %+v %+v", c.Parent, c.Child)
 	}
-	if err := c.ValidateForKafka(); err == nil || !strings.Contains(err.Error(), "time_join: a time join runs under `cdcjoin replay` so far") {
+	if err := c.ValidateForKafka(); err != nil && strings.Contains(err.Error(), "time_join") {
 		t.Errorf("run of a time join: %v", err)
 	}
 	ch, err := c.WithClickHouse("127.0.0.1:9000")

@@ -44,9 +44,10 @@ func Spec(cfg *config.Config) (*keyed.Spec, error) {
 }
 
 // ErrTimeJoin: the job is a time join (config.TimeJoin: see TimeJoin), not
-// a parent/child join; `replay` runs it, `run`, `handover` and `bench` do
-// not yet.
-var ErrTimeJoin = errors.New("cdcjoin: this job is a time join (time_join), which `cdcjoin replay` runs; `run`, `handover` and `bench` run regular joins only so far")
+// a parent/child join; `replay` and `run` run it (their own wiring:
+// engine.TimeEngine, kafkarun's timejoin.go), `handover` and `bench` do
+// not.
+var ErrTimeJoin = errors.New("cdcjoin: this job is a time join (time_join), which `cdcjoin replay` and `cdcjoin run` run; `handover` and `bench` run regular joins only so far")
 
 // ErrPlan: the job is a multi-stage plan (config.Plan), not a
 // parent/child join; `run`, `handover` and the bench do not run plans yet.

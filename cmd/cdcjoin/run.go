@@ -60,7 +60,9 @@ and /readyz are served on kafka.metrics_addr.`)
 		}
 		opts := kafkarun.Options{Logger: log, Ready: &metrics.Readiness{}}
 		var s sink.Sink
-		if cfg.ClickHouse != nil {
+		if cfg.ClickHouse != nil && cfg.IsTimeJoin() {
+			opts.NewSink = insertSinks(cfg)
+		} else if cfg.ClickHouse != nil {
 			// Check (and create) the table before joining anything, so
 			// that a bad table or credentials fail at once; typed from
 			// the Debezium schemas, else the declared types, else the
@@ -157,6 +159,18 @@ func clickhouseSinks(cfg *config.Config, types []row.ColumnType) func(context.Co
 			return clickhouse.OpenExact(ctx, cfg, o)
 		}
 		return clickhouse.Open(ctx, cfg, o)
+	}
+}
+
+// insertSinks returns the sink factory of a time join's `run`: one
+// insert-mode ClickHouse sink per keyed partition, whose stream is the
+// partition (its rows' seq numbers are the partition's: a row emitted
+// again after a crash or a rebalance is dropped by max(_seq)); the table
+// is typed by the declared types and made at the first rows.
+func insertSinks(cfg *config.Config) func(context.Context, kafkarun.SinkFor) (sink.Sink, error) {
+	types := cfg.DeclaredOutputTypes()
+	return func(_ context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
+		return clickhouse.NewLazyInsert(cfg, func() []row.ColumnType { return types }, func() string { return p.Stream }), nil
 	}
 }
 
