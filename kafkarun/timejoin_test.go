@@ -100,7 +100,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 		s.Out = append(s.Out, timejoin.Column{From: timejoin.FromWindowStart}, timejoin.Column{From: timejoin.FromWindowEnd})
 	}
 	const parts = 3
-	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 12})
+	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20})
 	// A flush record in every partition far past the history (keys of
 	// their own, never joined or due), so that the final watermark makes
 	// every row of the history due whatever idleness did on the way.
@@ -170,6 +170,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	if a.err == nil || !strings.Contains(a.err.Error(), errInjected.Error()) {
 		t.Fatalf("first instance: Run returned %v, want the injected sink failure", a.err)
 	}
+	first := a
 	a = runTime(t, cfgA, m, false)
 	defer a.cancel()
 	// B joins (a rebalance: its partitions rebuilt from the keyed log),
@@ -215,7 +216,11 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	// after a crash writes its letters again).
 	replayed, rejected := replayKeyed(t, brokers, cfgA)
 	for stream, rows := range m.rows {
-		p := stream[strings.LastIndex(stream, "/")+1 : strings.Index(stream, "@")]
+		topic := cfgA.Kafka.KeyedTopic() + "/"
+		if !strings.HasPrefix(stream, topic) {
+			t.Fatalf("stream %q is not a partition of %s", stream, topic)
+		}
+		p, _, _ := strings.Cut(stream[len(topic):], "@")
 		if !maps.Equal(rows, replayed[p]) {
 			t.Errorf("stream %s: %d rows, its keyed log gives %d (or other ones)", stream, len(rows), len(replayed[p]))
 		}
@@ -236,6 +241,31 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	}
 	if !maps.Equal(lettered, rejected) {
 		t.Errorf("%d records dead-lettered, the keyed logs reject %d (or other ones)", len(lettered), len(rejected))
+	}
+	// The metrics: every late record counted (once or more), the join
+	// watermark published.
+	var counted float64
+	watermarks := 0
+	for _, in := range []*timeInstance{first, a, b} {
+		mfs, err := in.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, mt := range mf.GetMetric() {
+				switch mf.GetName() {
+				case "cdcjoin_late_records_total":
+					counted += mt.GetCounter().GetValue()
+				case "cdcjoin_time_watermark_seconds":
+					if mt.GetGauge().GetValue()*1e6 >= float64(eFinal) {
+						watermarks++
+					}
+				}
+			}
+		}
+	}
+	if counted < float64(len(lettered)) || watermarks == 0 {
+		t.Errorf("cdcjoin_late_records_total %v for %d late records; %d final join watermarks published", counted, len(lettered), watermarks)
 	}
 	nLate := 0
 	for i, l := range lateEv {
@@ -297,6 +327,7 @@ func produceTime(t *testing.T, brokers []string, recs []timegen.Record) {
 
 // timeInstance is one Run of a time join.
 type timeInstance struct {
+	reg    *prometheus.Registry
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
@@ -327,7 +358,7 @@ func (in *timeInstance) stop(t *testing.T) error {
 // (crashy: the sinks fail once m is armed).
 func runTime(t *testing.T, cfg *config.Config, m *seqModel, crashy bool) *timeInstance {
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &timeInstance{cancel: cancel, done: make(chan struct{})}
+	in := &timeInstance{reg: prometheus.NewRegistry(), cancel: cancel, done: make(chan struct{})}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -335,7 +366,7 @@ func runTime(t *testing.T, cfg *config.Config, m *seqModel, crashy bool) *timeIn
 	id := cfg.Kafka.InstanceID
 	go func() {
 		defer close(in.done)
-		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Logger: log.With("instance", id), Registry: prometheus.NewRegistry(),
+		in.err = kafkarun.Run(ctx, cfg, kafkarun.Options{Logger: log.With("instance", id), Registry: in.reg,
 			NewSink: func(_ context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
 				return &seqSink{m: m, stream: p.Stream, instance: id, crashy: crashy}, nil
 			}})
