@@ -47,7 +47,7 @@ type keying struct {
 	sess *kgo.GroupTransactSession
 	txid string // the session's transactional id
 
-	dec     *job.Decoder
+	dec *job.Decoder
 	// tk keys a time join's records instead of keyer (timejoin.go); nil
 	// for a regular join.
 	tk      *timeKeying
