@@ -101,21 +101,10 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	}
 	const parts = 3
 	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20})
-	// A flush record in every partition far past the history (keys of
-	// their own, never joined or due), so that the final watermark makes
+	// Flush records far past the history: the final watermark makes
 	// every row of the history due whatever idleness did on the way.
-	var tmax int64
-	for _, e := range events {
-		tmax = max(tmax, e.Time)
-	}
-	flushAt := tmax + 1000*s.Size + 1000*abs(s.Upper) + 1000*abs(s.Lower) + 1000*ms
 	nHist := len(events)
-	for _, side := range []timejoin.Side{timejoin.SideLeft, timejoin.SideRight} {
-		for p := int32(0); p < parts; p++ {
-			id := fmt.Sprintf("flush-%s%d", side, p)
-			events = append(events, timegen.Event{Side: side, Partition: p, Op: timejoin.Insert, Time: flushAt, Key: id, PK: id, Val: "flush"})
-		}
-	}
+	events, flushAt := timegen.WithFlush(events, parts, 1000*(s.Size+abs(s.Upper)+abs(s.Lower)+ms))
 	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: rng.Uint64()})
 
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, timegen.LeftTopic), kfake.SeedTopics(parts+1, timegen.RightTopic),

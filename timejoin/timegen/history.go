@@ -147,3 +147,26 @@ func Text(s *timejoin.Spec, vals []row.Value) string {
 	}
 	return b.String()
 }
+
+// WithFlush appends to events one flush event in every partition of
+// both sides (partitions 0..partitions-1), at a time past every event by
+// more than margin, with keys of their own (they never join). When a
+// driver has seen them all, its watermark is that time minus
+// out_of_orderness whatever idleness did on the way (every partition's
+// largest time is the same), so every row of events is due if margin is
+// more than the bounds, windows, out_of_orderness and lateness; the flush
+// rows themselves never are. It returns the events and the flush time.
+func WithFlush(events []Event, partitions int32, margin int64) ([]Event, int64) {
+	var at int64
+	for _, e := range events {
+		at = max(at, e.Time)
+	}
+	at += margin
+	for _, side := range []Side{timejoin.SideLeft, timejoin.SideRight} {
+		for p := int32(0); p < partitions; p++ {
+			id := fmt.Sprintf("flush-%s%d", side, p)
+			events = append(events, Event{Side: side, Partition: p, Op: timejoin.Insert, Time: at, Key: id, PK: id, Val: "flush"})
+		}
+	}
+	return events, at
+}
