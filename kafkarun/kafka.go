@@ -176,14 +176,7 @@ func setup(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.Clien
 			k.ParentIndexTopic(), n, cfg.Parent.Topic, top.parentParts)
 	}
 	written := []string{k.KeyedTopic(), k.ChildIndexTopic(), k.ParentIndexTopic()}
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(k.ReplicationFactor), nil, log); err != nil {
-			return top, err
-		}
-		written = append(written, cfg.Errors.DLQTopic)
-	}
-	top.limits = messageLimits(ctx, adm, log, written...)
-	return top, nil
+	return top, writtenLimits(ctx, cfg, adm, log, &top, written)
 }
 
 // ensureTopic creates topic unless it exists and returns its partition
@@ -417,5 +410,18 @@ func writeEpochMarkers(ctx context.Context, cfg *config.Config, pr *planRun, bas
 			return fmt.Errorf("cdcjoin: write version epoch markers to %s: %w", topic, err)
 		}
 	}
+	return nil
+}
+
+// writtenLimits creates the dead-letter topic when the job has one and
+// reads max.message.bytes of the topics the job writes into top.limits.
+func writtenLimits(ctx context.Context, cfg *config.Config, adm *kadm.Client, log *slog.Logger, top *topology, written []string) error {
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(cfg.Kafka.ReplicationFactor), nil, log); err != nil {
+			return err
+		}
+		written = append(written, cfg.Errors.DLQTopic)
+	}
+	top.limits = messageLimits(ctx, adm, log, written...)
 	return nil
 }

@@ -187,14 +187,7 @@ func setupPlan(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.C
 		}
 		written = append(written, idx)
 	}
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(k.ReplicationFactor), nil, log); err != nil {
-			return top, err
-		}
-		written = append(written, cfg.Errors.DLQTopic)
-	}
-	top.limits = messageLimits(ctx, adm, log, written...)
-	return top, nil
+	return top, writtenLimits(ctx, cfg, adm, log, &top, written)
 }
 
 // planOperator makes plan stage n's operator for a keyed partition.
