@@ -164,7 +164,7 @@ func (k *keying) topicOf(side row.Side) string {
 // indexTopic is the changelog of side's index.
 func (k *keying) indexTopic(side row.Side) string {
 	if k.plan != nil {
-		return k.cfg.Kafka.Group + ".t" + strconv.Itoa(int(side)) + ".index"
+		return indexTopic(&k.cfg.Kafka, int(side))
 	}
 	if side == row.Parent {
 		return k.cfg.Kafka.ParentIndexTopic()

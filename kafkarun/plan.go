@@ -73,6 +73,9 @@ func newPlanRun(cfg *config.Config) *planRun {
 // stageTopic is plan stage n's keyed topic.
 func stageTopic(kc *config.Kafka, n int) string { return kc.Group + ".s" + strconv.Itoa(n) + ".keyed" }
 
+// indexTopic is the index changelog of a plan's source topic i (1-based).
+func indexTopic(kc *config.Kafka, i int) string { return kc.Group + ".t" + strconv.Itoa(i) + ".index" }
+
 // stageGroup is plan stage n's consumer group.
 func stageGroup(kc *config.Kafka, n int) string { return kc.Group + "-s" + strconv.Itoa(n) }
 
@@ -177,7 +180,7 @@ func setupPlan(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.C
 		written = append(written, topic)
 	}
 	for i, t := range pr.topics {
-		idx := k.Group + ".t" + strconv.Itoa(i+1) + ".index"
+		idx := indexTopic(k, i+1)
 		n, err := ensureTopic(ctx, adm, idx, parts[t], int16(k.ReplicationFactor), map[string]*string{"cleanup.policy": &compact}, log)
 		if err != nil {
 			return top, err
@@ -400,4 +403,27 @@ func (k *keying) indexShape() []byte {
 		return planShape(k.cfg, k.plan.p)
 	}
 	return driver.IndexShape(k.spec)
+}
+
+// PlanNames are the Kafka names a plan's job uses besides its source
+// topics (for tools that reset or watch a job: e2e).
+type PlanNames struct {
+	Sources []string // the plan's distinct source topics
+	Keyed   []string // every stage's keyed topic, stage 1 first
+	Index   []string // the keying stage's index changelogs, one per source topic
+	Groups  []string // the keying group, then every stage's group
+}
+
+// NamesOf returns the names of cfg's plan (cfg.Plan() must be set).
+func NamesOf(cfg *config.Config) PlanNames {
+	pr := newPlanRun(cfg)
+	kc := &cfg.Kafka
+	n := PlanNames{Sources: pr.topics, Keyed: keyedTopics(cfg, pr), Groups: []string{kc.KeyingGroup()}}
+	for i := range pr.topics {
+		n.Index = append(n.Index, indexTopic(kc, i+1))
+	}
+	for s := 1; s <= pr.stages; s++ {
+		n.Groups = append(n.Groups, stageGroup(kc, s))
+	}
+	return n
 }
