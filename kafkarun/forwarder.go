@@ -24,6 +24,7 @@ import (
 type forwarder struct {
 	opts    []kgo.Opt
 	topic   string
+	next    string // the next stage's keyed topic ("": none)
 	cl      *kgo.Client
 	open    bool
 	ctx     context.Context // the open transaction's: ends at its deadline
@@ -38,16 +39,36 @@ type forwarder struct {
 func newForwarder(j *joinStage, p int32) *forwarder {
 	kc := &j.cfg.Kafka
 	opts := producerOpts(kc, j.base,
-		kgo.TransactionalID(kc.Group+"-join-"+strconv.Itoa(int(p))),
+		kgo.TransactionalID(j.def.txid+strconv.Itoa(int(p))),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
 	)
-	return &forwarder{opts: opts, topic: j.topic, ctx: context.Background(), timeout: kc.TransactionTimeout}
+	return &forwarder{opts: opts, topic: j.topic, next: j.def.next, ctx: context.Background(), timeout: kc.TransactionTimeout}
 }
 
-// Send implements keyedlog.Sender.
+// Send implements keyedlog.Sender: to the stage's own keyed topic.
 func (f *forwarder) Send(p int32, key, value, header []byte) error {
+	return f.send(f.topic, p, key, value, header)
+}
+
+// nextStage sends to the next stage's keyed topic in the forwarder's
+// transaction (keyedlog.Out.Next).
+type nextStage struct{ f *forwarder }
+
+func (n nextStage) Send(p int32, key, value, header []byte) error {
+	return n.f.send(n.f.next, p, key, value, header)
+}
+
+// Next returns the sender to the next stage's keyed topic (nil: none).
+func (f *forwarder) Next() keyedlog.Sender {
+	if f.next == "" {
+		return nil
+	}
+	return nextStage{f}
+}
+
+func (f *forwarder) send(topic string, p int32, key, value, header []byte) error {
 	if f.cl == nil {
 		cl, err := kgo.NewClient(f.opts...)
 		if err != nil {
@@ -64,7 +85,7 @@ func (f *forwarder) Send(p int32, key, value, header []byte) error {
 		// broker that does not answer must not hold the worker forever.
 		f.ctx, f.cancel = context.WithTimeout(context.Background(), f.timeout+txnGrace)
 	}
-	r := &kgo.Record{Topic: f.topic, Partition: p, Key: append([]byte(nil), key...)}
+	r := &kgo.Record{Topic: topic, Partition: p, Key: append([]byte(nil), key...)}
 	if value != nil {
 		r.Value = append([]byte(nil), value...)
 	}
