@@ -24,6 +24,7 @@ import (
 type forwarder struct {
 	opts    []kgo.Opt
 	topic   string
+	next    string // the next stage's keyed topic ("": none)
 	cl      *kgo.Client
 	open    bool
 	ctx     context.Context // the open transaction's: ends at its deadline
@@ -38,17 +39,37 @@ type forwarder struct {
 func newForwarder(j *joinStage, p int32) *forwarder {
 	kc := &j.cfg.Kafka
 	opts := producerOpts(kc, j.base,
-		kgo.TransactionalID(kc.Group+"-join-"+strconv.Itoa(int(p))),
+		kgo.TransactionalID(j.def.txid+strconv.Itoa(int(p))),
 		kgo.TransactionTimeout(kc.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
 	)
-	return &forwarder{opts: opts, topic: j.topic, ctx: context.Background(), timeout: kc.TransactionTimeout}
+	return &forwarder{opts: opts, topic: j.topic, next: j.def.next, ctx: context.Background(), timeout: kc.TransactionTimeout}
 }
 
-// Send implements keyedlog.Sender.
+// Send implements keyedlog.Sender: to the stage's own keyed topic.
 func (f *forwarder) Send(p int32, key, value, header []byte) error {
-	r := &kgo.Record{Topic: f.topic, Partition: p, Key: append([]byte(nil), key...)}
+	return f.send(f.topic, p, key, value, header)
+}
+
+// nextStage sends to the next stage's keyed topic in the forwarder's
+// transaction (keyedlog.Out.Next).
+type nextStage struct{ f *forwarder }
+
+func (n nextStage) Send(p int32, key, value, header []byte) error {
+	return n.f.send(n.f.next, p, key, value, header)
+}
+
+// Next returns the sender to the next stage's keyed topic (nil: none).
+func (f *forwarder) Next() keyedlog.Sender {
+	if f.next == "" {
+		return nil
+	}
+	return nextStage{f}
+}
+
+func (f *forwarder) send(topic string, p int32, key, value, header []byte) error {
+	r := &kgo.Record{Topic: topic, Partition: p, Key: append([]byte(nil), key...)}
 	if value != nil {
 		r.Value = append([]byte(nil), value...)
 	}
@@ -58,8 +79,8 @@ func (f *forwarder) Send(p int32, key, value, header []byte) error {
 	return f.produce(r)
 }
 
-// produce sends r (its own copy) in the batch's transaction: a record of
-// the keyed log, or a dead letter.
+// produce sends r in the batch's transaction: a record of a keyed log, or
+// a dead letter (worker.reject).
 func (f *forwarder) produce(r *kgo.Record) error {
 	if f.cl == nil {
 		cl, err := kgo.NewClient(f.opts...)

@@ -96,7 +96,7 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 			"to start over, stop every instance and delete the groups %s and %s and the topics %s, %s and %s",
 			cfg.Name, kc.KeyingGroup(), kc.KeyingGroup(), kc.JoinGroup(), kc.KeyedTopic(), kc.ChildIndexTopic(), kc.ParentIndexTopic())
 	}
-	top, err := setup(ctx, cfg, adm, admCl, log)
+	top, err := setup(ctx, cfg, nil, adm, admCl, log)
 	if err != nil {
 		return st, err
 	}
@@ -170,7 +170,7 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 	// Every version run gives from now on exceeds the replay's.
 	replayEpoch := version.Epoch(rs.Clock.At(rs.Inputs))
 	st.Epoch = max(version.Propose(time.Now()), replayEpoch+1)
-	if err := writeEpochMarkers(ctx, cfg, base, top, st.Epoch); err != nil {
+	if err := writeEpochMarkers(ctx, cfg, nil, base, top, st.Epoch); err != nil {
 		return st, err
 	}
 

@@ -37,6 +37,7 @@ import (
 // worker stopped -- never on loss.
 type joinStage struct {
 	*deps
+	def     stageDef // which stage (the regular join, or a plan's stage)
 	log     *slog.Logger
 	topic   string // the keyed topic
 	newSink func(context.Context, SinkFor) (sink.Sink, error)
@@ -58,16 +59,23 @@ type joinStage struct {
 	health stageHealth // the consumer's polls (fault.go)
 }
 
-func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, error)) (*joinStage, error) {
+func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, error), def stageDef) (*joinStage, error) {
+	log := d.log.With("stage", "join")
+	if def.n > 0 {
+		log = d.log.With("stage", "s"+strconv.Itoa(def.n))
+	}
+	if !def.final {
+		newSink = func(context.Context, SinkFor) (sink.Sink, error) { return discardSink{}, nil }
+	}
 	j := &joinStage{
-		deps: d, log: d.log.With("stage", "join"), topic: d.cfg.Kafka.KeyedTopic(),
+		deps: d, def: def, log: log, topic: def.topic,
 		newSink: newSink, fatal: make(chan error, 1),
 		workers: map[int32]*worker{}, committed: map[int32]int64{},
 		restarts: map[int32]error{}, failing: map[int32]time.Time{},
 	}
 	kc := &d.cfg.Kafka
 	opts := append(append([]kgo.Opt(nil), d.base...),
-		kgo.ConsumerGroup(kc.JoinGroup()),
+		kgo.ConsumerGroup(def.group),
 		kgo.ConsumeTopics(j.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -142,7 +150,7 @@ func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.O
 // committed offset (forwards below it were sent), emitFrom (at least
 // committed) where it starts emitting.
 func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, error) {
-	dir := filepath.Join(j.cfg.State.Dir, "partition-"+strconv.Itoa(int(p)))
+	dir := filepath.Join(j.cfg.State.Dir, j.def.dir+strconv.Itoa(int(p)))
 	st, err := joinstate.Open(job.StateOptions(j.cfg, dir))
 	if err != nil {
 		return nil, err
@@ -157,7 +165,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 		st.Close()
 		return nil, fmt.Errorf("cdcjoin: join partition %d: %w", p, err)
 	}
-	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.top.keyedID}
+	sf := SinkFor{Partition: p, Stream: j.topic + "/" + strconv.Itoa(int(p)) + "@" + j.def.id}
 	w := &worker{
 		j: j, p: p, store: st,
 		open:        func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
@@ -193,7 +201,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 	j.workers[p] = w
 	j.committed[p] = committed
 	delete(j.rd.awaiting, p)
-	j.m.OwnedPartitions.Set(float64(len(j.workers)))
+	j.setOwned()
 	j.mu.Unlock()
 	go w.run()
 	return w, nil
@@ -269,7 +277,7 @@ func (j *joinStage) remove(p int32) {
 	delete(j.workers, p)
 	delete(j.committed, p)
 	delete(j.rd.awaiting, p)
-	j.m.OwnedPartitions.Set(float64(len(j.workers)))
+	j.setOwned()
 	j.mu.Unlock()
 	if w == nil {
 		return
@@ -518,7 +526,7 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 				return
 			}
 			last := fp.Records[len(fp.Records)-1].Offset
-			j.m.ConsumerLag.WithLabelValues(strconv.Itoa(int(fp.Partition))).Set(float64(max64(fp.HighWatermark-last-1, 0)))
+			j.setLag(fp.Partition, max64(fp.HighWatermark-last-1, 0))
 			if q, ok := pending[fp.Partition]; ok {
 				pending[fp.Partition] = append(q, fp.Records)
 				return
@@ -672,4 +680,31 @@ func keysOf[V any](m map[int32]V) []int32 {
 		out = append(out, p)
 	}
 	return out
+}
+
+// setOwned publishes how many partitions the stage owns (under j.mu).
+func (j *joinStage) setOwned() {
+	if j.def.n > 0 {
+		j.m.StageOwned.WithLabelValues(strconv.Itoa(j.def.n)).Set(float64(len(j.workers)))
+		return
+	}
+	j.m.OwnedPartitions.Set(float64(len(j.workers)))
+}
+
+// setLag publishes partition p's consumer lag.
+func (j *joinStage) setLag(p int32, lag int64) {
+	if j.def.n > 0 {
+		j.m.StageLag.WithLabelValues(strconv.Itoa(j.def.n), strconv.Itoa(int(p))).Set(float64(lag))
+		return
+	}
+	j.m.ConsumerLag.WithLabelValues(strconv.Itoa(int(p))).Set(float64(lag))
+}
+
+// name names the stage in health checks and errors: "join", or "stage n"
+// of a plan.
+func (j *joinStage) name() string {
+	if j.def.n > 0 {
+		return "stage " + strconv.Itoa(j.def.n)
+	}
+	return "join"
 }

@@ -101,7 +101,8 @@ func heartbeat(session time.Duration) time.Duration {
 type topology struct {
 	parentParts, childParts int32
 	keyedParts              int32
-	keyedID                 string // the keyed topic's id
+	keyedID                 string   // the keyed topic's id
+	stageIDs                []string // a plan's stages' keyed topics' ids
 	// sourceIDs are the source topics' ids at the start: a topic deleted
 	// and recreated under the same name has another (topics.go).
 	sourceIDs map[string]string
@@ -112,7 +113,7 @@ type topology struct {
 
 // setup checks that the brokers answer and the source topics exist, and
 // creates the internal topics (and the dead-letter topic) when absent.
-func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Client, log *slog.Logger) (topology, error) {
+func setup(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.Client, cl *kgo.Client, log *slog.Logger) (topology, error) {
 	var top topology
 	k := &cfg.Kafka
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -120,6 +121,9 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 	cancel()
 	if err != nil {
 		return top, fmt.Errorf("cdcjoin: cannot reach Kafka brokers %v: %w", k.Brokers, err)
+	}
+	if pr != nil {
+		return setupPlan(ctx, cfg, pr, adm, log)
 	}
 	src, err := adm.ListTopics(ctx, cfg.Parent.Topic, cfg.Child.Topic)
 	if err != nil {
@@ -159,9 +163,8 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		return top, fmt.Errorf("cdcjoin: describe topic %s: %w", k.KeyedTopic(), err)
 	}
 	top.keyedID = ds[k.KeyedTopic()].ID.String()
-	written := []string{k.KeyedTopic()}
 	if cfg.IsTimeJoin() {
-		return top, setupDLQ(ctx, cfg, adm, log, &top, written)
+		return top, writtenLimits(ctx, cfg, adm, log, &top, []string{k.KeyedTopic()}) // no indexes
 	}
 	n, err := ensureTopic(ctx, adm, k.ChildIndexTopic(), top.childParts, int16(k.ReplicationFactor),
 		map[string]*string{"cleanup.policy": &compact}, log)
@@ -181,20 +184,8 @@ func setup(ctx context.Context, cfg *config.Config, adm *kadm.Client, cl *kgo.Cl
 		return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the parent index needs one per parent partition (add partitions to it)",
 			k.ParentIndexTopic(), n, cfg.Parent.Topic, top.parentParts)
 	}
-	return top, setupDLQ(ctx, cfg, adm, log, &top, append(written, k.ChildIndexTopic(), k.ParentIndexTopic()))
-}
-
-// setupDLQ creates the dead-letter topic (errors.policy dlq) and reads
-// the message size limits of the topics the job writes (written and it).
-func setupDLQ(ctx context.Context, cfg *config.Config, adm *kadm.Client, log *slog.Logger, top *topology, written []string) error {
-	if cfg.Errors.Policy == config.PolicyDLQ {
-		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(cfg.Kafka.ReplicationFactor), nil, log); err != nil {
-			return err
-		}
-		written = append(written, cfg.Errors.DLQTopic)
-	}
-	top.limits = messageLimits(ctx, adm, log, written...)
-	return nil
+	written := []string{k.KeyedTopic(), k.ChildIndexTopic(), k.ParentIndexTopic()}
+	return top, writtenLimits(ctx, cfg, adm, log, &top, written)
 }
 
 // ensureTopic creates topic unless it exists and returns its partition
@@ -407,7 +398,7 @@ func (w *errWindow) observe(err error) error {
 // name, a `replay` backfill of the same table, or a partition layout that
 // has changed. The markers are written, acknowledged by all in-sync
 // replicas, before this instance keys anything.
-func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, top topology, proposed uint64) error {
+func writeEpochMarkers(ctx context.Context, cfg *config.Config, pr *planRun, base []kgo.Opt, top topology, proposed uint64) error {
 	cl, err := kgo.NewClient(producerOpts(&cfg.Kafka, base, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return fmt.Errorf("cdcjoin: kafka client: %w", err)
@@ -419,12 +410,27 @@ func writeEpochMarkers(ctx context.Context, cfg *config.Config, base []kgo.Opt, 
 	}
 	writer := cfg.Kafka.InstanceID + "/" + hex.EncodeToString(nonce[:])
 	key := keyedlog.AppendEpochKey(nil, proposed, writer)
-	recs := make([]*kgo.Record, top.keyedParts)
-	for p := range recs {
-		recs[p] = &kgo.Record{Topic: cfg.Kafka.KeyedTopic(), Partition: int32(p), Key: key, Value: keyedlog.EpochValue()}
+	for _, topic := range keyedTopics(cfg, pr) {
+		recs := make([]*kgo.Record, top.keyedParts)
+		for p := range recs {
+			recs[p] = &kgo.Record{Topic: topic, Partition: int32(p), Key: key, Value: keyedlog.EpochValue()}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return fmt.Errorf("cdcjoin: write version epoch markers to %s: %w", topic, err)
+		}
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("cdcjoin: write version epoch markers to %s: %w", cfg.Kafka.KeyedTopic(), err)
+	return nil
+}
+
+// writtenLimits creates the dead-letter topic when the job has one and
+// reads max.message.bytes of the topics the job writes into top.limits.
+func writtenLimits(ctx context.Context, cfg *config.Config, adm *kadm.Client, log *slog.Logger, top *topology, written []string) error {
+	if cfg.Errors.Policy == config.PolicyDLQ {
+		if _, err := ensureTopic(ctx, adm, cfg.Errors.DLQTopic, 1, int16(cfg.Kafka.ReplicationFactor), nil, log); err != nil {
+			return err
+		}
+		written = append(written, cfg.Errors.DLQTopic)
 	}
+	top.limits = messageLimits(ctx, adm, log, written...)
 	return nil
 }

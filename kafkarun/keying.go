@@ -14,6 +14,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/stage"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -47,13 +48,16 @@ type keying struct {
 	sess *kgo.GroupTransactSession
 	txid string // the session's transactional id
 
-	dec *job.Decoder
+	dec     *job.Decoder
 	// tk keys a time join's records instead of keyer (timejoin.go); nil
-	// for a regular join.
-	tk      *timeKeying
+	// otherwise.
+	tk *timeKeying
 	hdrs    []debezium.Header     // headers of the record being decoded
 	schemas debezium.SchemaSource // resolves Avro schema ids (nil for JSON)
 	keyer   *keyed.Keyer
+	// A plan's decoder and keying (dec and keyer are nil then).
+	pdec    *job.PlanDecoder
+	src     *stage.Source
 	ev      debezium.Event
 	scratch []byte // for keyedSize
 	// keyTypesSaved is the decoder's KeyTypesLearned as last committed to
@@ -107,10 +111,15 @@ func newKeying(d *deps, schemas debezium.SchemaSource) (*keying, error) {
 // The indexes are restored when their partitions are assigned.
 func (k *keying) open() error {
 	cfg := k.cfg
-	k.dec = job.NewDecoder(cfg, k.spec, k.schemas)
-	k.keyer = keyed.NewKeyer(k.spec)
-	// The keyed topic is compacted: parent rows must be complete in it.
-	k.keyer.ResolveParents = true
+	if k.plan != nil {
+		k.pdec = job.NewPlanDecoder(cfg)
+		k.src = stage.NewSource(k.plan.p)
+	} else {
+		k.dec = job.NewDecoder(cfg, k.spec, k.schemas)
+		k.keyer = keyed.NewKeyer(k.spec)
+		// The keyed topic is compacted: parent rows must be complete in it.
+		k.keyer.ResolveParents = true
+	}
 	k.keyTypesSaved = 0
 	k.idSaved = map[sourcePart]bool{}
 	k.mu.Lock()
@@ -119,7 +128,7 @@ func (k *keying) open() error {
 	kc := &cfg.Kafka
 	opts := producerOpts(kc, k.base,
 		kgo.ConsumerGroup(kc.KeyingGroup()),
-		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
+		kgo.ConsumeTopics(sourceTopics(cfg, k.plan)...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
@@ -152,6 +161,9 @@ type sourcePart struct {
 }
 
 func (k *keying) topicOf(side row.Side) string {
+	if k.plan != nil {
+		return k.plan.topics[side-1]
+	}
 	if side == row.Parent {
 		return k.cfg.Parent.Topic
 	}
@@ -160,6 +172,9 @@ func (k *keying) topicOf(side row.Side) string {
 
 // indexTopic is the changelog of side's index.
 func (k *keying) indexTopic(side row.Side) string {
+	if k.plan != nil {
+		return indexTopic(&k.cfg.Kafka, int(side))
+	}
 	if side == row.Parent {
 		return k.cfg.Kafka.ParentIndexTopic()
 	}
@@ -311,7 +326,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	// transaction timeout.
 	var rerr error
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if side := k.dec.Side(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
+		if side := k.sideOf(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
 			if k.tk == nil {
 				_, rerr = k.index(ctx, sourcePart{side, p.Partition})
 			}
@@ -327,7 +342,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	// transaction that would time out.
 	if k.schemas != nil {
 		fs.EachRecord(func(r *kgo.Record) {
-			if rerr == nil {
+			if rerr == nil && k.dec != nil {
 				rerr = k.dec.Prefetch(r.Topic, r.Key, r.Value, k.headers(r))
 			}
 		})

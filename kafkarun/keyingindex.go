@@ -52,11 +52,11 @@ func (k *keying) index(ctx context.Context, p sourcePart) (*joinstate.Store, err
 func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, error) {
 	p := sp.part
 	start := time.Now()
-	dir := filepath.Join(k.cfg.State.Dir, "keying", sp.side.String()+"-"+strconv.Itoa(int(p)))
+	dir := filepath.Join(k.cfg.State.Dir, "keying", k.sideName(sp.side)+"-"+strconv.Itoa(int(p)))
 	topic := k.indexTopic(sp.side)
 	so := job.StateOptions(k.cfg, dir)
 	so.CacheBytes = 8 << 20
-	shape := driver.IndexShape(k.spec)
+	shape := k.indexShape()
 	s, from, err := k.reusable(so, topic, p, shape)
 	if err != nil {
 		return nil, err
@@ -65,7 +65,7 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	if s == nil {
 		mode = "rebuild"
 		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", sp.side, err)
+			return nil, fmt.Errorf("cdcjoin: keying: reset %s index: %w", k.sideName(sp.side), err)
 		}
 		if s, err = joinstate.Open(so); err != nil {
 			return nil, err
@@ -90,12 +90,14 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		}
 		next = r.Offset + 1
 		if string(r.Key) == keyTypesKey {
-			if r.Value != nil && k.dec.KeyTypesLearned() == 0 {
-				return k.dec.RestoreKeyTypes(r.Value)
+			if r.Value != nil && k.keyTypes().KeyTypesLearned() == 0 {
+				return k.keyTypes().RestoreKeyTypes(r.Value)
 			}
 			return nil
 		}
 		switch {
+		case k.plan != nil:
+			return restorePlanIndex(t, r.Key, r.Value)
 		case sp.side == row.Parent && r.Value == nil:
 			return t.DeleteParentIndex(r.Key)
 		case sp.side == row.Parent:
@@ -129,7 +131,7 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		if errors.As(err, &re) {
 			return nil, re
 		}
-		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", sp.side, p, err)
+		return nil, fmt.Errorf("cdcjoin: keying: restore %s index of partition %d: %w", k.sideName(sp.side), p, err)
 	}
 	switch {
 	case mode == "reuse" && n > 0:
@@ -138,12 +140,12 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		mode = "fresh" // nothing committed yet: not a rebuild
 	}
 	elapsed := time.Since(start)
-	k.m.IndexRestoreRecords.WithLabelValues(sp.side.String(), mode).Add(float64(n))
+	k.m.IndexRestoreRecords.WithLabelValues(k.sideName(sp.side), mode).Add(float64(n))
 	if cm := restoreMode(mode, n); cm != "" {
 		k.m.CatchUpSeconds.WithLabelValues("keying", cm).Observe(elapsed.Seconds())
 		k.m.CatchUpRecords.WithLabelValues("keying", cm).Add(float64(n))
 	}
-	k.log.Info("index ready", "side", sp.side, "partition", p, "mode", mode, "records", n, "seconds", elapsed.Seconds())
+	k.log.Info("index ready", "side", k.sideName(sp.side), "partition", p, "mode", mode, "records", n, "seconds", elapsed.Seconds())
 	return s, nil
 }
 
@@ -197,7 +199,7 @@ func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[strin
 	if k.tk != nil {
 		k.tk.dropped(lost)
 	}
-	for _, side := range []row.Side{row.Parent, row.Child} {
+	for _, side := range k.sides() {
 		for _, p := range lost[k.topicOf(side)] {
 			sp := sourcePart{side, p}
 			k.forget(sp)
@@ -210,7 +212,7 @@ func (k *keying) dropPartitions(_ context.Context, _ *kgo.Client, lost map[strin
 					continue
 				}
 				if err := s.Close(); err != nil {
-					k.log.Warn("closing index", "side", side, "partition", p, "err", err)
+					k.log.Warn("closing index", "side", k.sideName(side), "partition", p, "err", err)
 				}
 			}
 		}
@@ -253,7 +255,7 @@ func (k *keying) assignPartitions(_ context.Context, _ *kgo.Client, added map[st
 	if k.tk != nil {
 		k.tk.assigned(added)
 	}
-	for _, side := range []row.Side{row.Parent, row.Child} {
+	for _, side := range k.sides() {
 		for _, p := range added[k.topicOf(side)] {
 			k.rd.gen++
 			k.rd.assigned[sourcePart{side, p}] = k.rd.gen
@@ -268,7 +270,7 @@ func (k *keying) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Off
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	mark := func(topic string, parts []int32) {
-		side := k.dec.Side(topic)
+		side := k.sideOf(topic)
 		if side == 0 {
 			return
 		}
@@ -363,9 +365,9 @@ func (k *keying) notReady() error {
 			continue
 		}
 		if !k.rd.fetched[sp] {
-			return fmt.Errorf("keying stage: %s partition %d: waiting for its committed offset", sp.side, sp.part)
+			return fmt.Errorf("keying stage: %s partition %d: waiting for its committed offset", k.sideName(sp.side), sp.part)
 		}
-		return fmt.Errorf("keying stage: %s partition %d: restoring its index", sp.side, sp.part)
+		return fmt.Errorf("keying stage: %s partition %d: restoring its index", k.sideName(sp.side), sp.part)
 	}
 	return nil
 }

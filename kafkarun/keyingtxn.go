@@ -51,7 +51,9 @@ func (k *keying) newTxn(ctx context.Context) *keyingTxn {
 	}
 	// Every index write goes to the index's changelog topic, in this
 	// transaction.
-	k.keyer.Changelog = kt.changelog
+	if k.keyer != nil {
+		k.keyer.Changelog = kt.changelog
+	}
 	kt.out = kt.produce
 	return kt
 }
@@ -86,6 +88,9 @@ func (kt *keyingTxn) produceErr(began time.Time) error {
 // errors are fatal.
 func (kt *keyingTxn) record(ctx context.Context, r *kgo.Record) error {
 	k := kt.k
+	if k.plan != nil {
+		return kt.planRecord(ctx, r)
+	}
 	if k.tk != nil {
 		return k.tk.record(kt, r)
 	}
@@ -209,13 +214,8 @@ func (kt *keyingTxn) promise(r *kgo.Record, err error) {
 		}
 		return
 	}
-	var side row.Side
-	switch r.Topic {
-	case kt.k.cfg.Kafka.ChildIndexTopic():
-		side = row.Child
-	case kt.k.cfg.Kafka.ParentIndexTopic():
-		side = row.Parent
-	default:
+	side := kt.k.indexSide(r.Topic)
+	if side == 0 {
 		return
 	}
 	sp := sourcePart{side, r.Partition}
@@ -235,11 +235,11 @@ const keyTypesKey = "\xffkey-types"
 // last save.
 func (kt *keyingTxn) saveKeyTypes() {
 	k := kt.k
-	learned := k.dec.KeyTypesLearned()
+	learned := k.keyTypes().KeyTypesLearned()
 	if learned == k.keyTypesSaved {
 		return
 	}
-	b := k.dec.KeyTypes()
+	b := k.keyTypes().KeyTypes()
 	k.mu.Lock()
 	parts := make([]sourcePart, 0, len(k.idx))
 	for sp := range k.idx {

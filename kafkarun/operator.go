@@ -73,7 +73,10 @@ func (w *worker) newOperator(t keyed.State, fresh bool) error {
 	j := w.j
 	w.fwd = newForwarder(j, w.p)
 	mk := j.newOp
-	if mk == nil {
+	switch {
+	case j.def.n > 0:
+		mk = j.planOperator
+	case mk == nil:
 		mk = w.newRouter
 		if j.cfg.IsTimeJoin() {
 			mk = w.newTimeOp // timejoin.go

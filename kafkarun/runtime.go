@@ -121,6 +121,8 @@ type deps struct {
 	tm   *metrics.TimeJoin // a time join's (nil otherwise)
 	// newOp is Options.Operator (nil: the regular join's, newRouter).
 	newOp func(OperatorFor) (Operator, error)
+	// plan is a multi-stage plan's part (nil: the regular join).
+	plan *planRun
 }
 
 // Run runs the job until ctx is done, then drains: the batch in progress
@@ -184,32 +186,36 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	top, err := setup(ctx, cfg, adm, admCl, log)
+	var pr *planRun
+	var spec *keyed.Spec
+	var tm *metrics.TimeJoin
+	switch {
+	case cfg.Plan() != nil:
+		pr = newPlanRun(cfg)
+	case cfg.IsTimeJoin():
+		if spec, err = timeSpec(cfg); err == nil {
+			tm, err = metrics.NewTimeJoin(reg)
+		}
+	default:
+		spec, err = job.Spec(cfg)
+	}
+	if err != nil {
+		return err
+	}
+	top, err := setup(ctx, cfg, pr, adm, admCl, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing to drain
 		}
 		return err
 	}
-	var spec *keyed.Spec
-	var tm *metrics.TimeJoin
-	if cfg.IsTimeJoin() {
-		if spec, err = timeSpec(cfg); err == nil {
-			tm, err = metrics.NewTimeJoin(reg)
-		}
-	} else {
-		spec, err = job.Spec(cfg)
-	}
-	if err != nil {
-		return err
-	}
-	if err := writeEpochMarkers(ctx, cfg, base, top, version.Propose(time.Now())); err != nil {
+	if err := writeEpochMarkers(ctx, cfg, pr, base, top, version.Propose(time.Now())); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, tm: tm, newOp: opts.Operator}
+	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, tm: tm, newOp: opts.Operator, plan: pr}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -217,7 +223,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		cancel()
 		wg.Wait()
 	}()
-	errs := make(chan error, 4)
+	errs := make(chan error, 4+len(joinDefs(cfg, pr, top)))
 	if cfg.Kafka.MetricsAddr != "" && gat != nil {
 		srv, err := metrics.Listen(cfg.Kafka.MetricsAddr, gat, opts.Ready)
 		if err != nil {
@@ -248,28 +254,38 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	j, err := newJoinStage(d, newSink)
-	if err != nil {
-		k.close()
-		return err
+	var js []*joinStage
+	closeJoins := func() {
+		for _, j := range js {
+			j.cl.Close()
+		}
 	}
-	unregister, err := registerCollectors(reg, k, j)
+	for _, def := range joinDefs(cfg, pr, top) {
+		j, err := newJoinStage(d, newSink, def)
+		if err != nil {
+			k.close()
+			closeJoins()
+			return err
+		}
+		js = append(js, j)
+	}
+	unregister, err := registerCollectors(reg, k, js)
 	if err != nil {
 		k.close()
-		j.cl.Close()
+		closeJoins()
 		return err
 	}
 	defer unregister()
 	var brokers stageHealth // the probe's (fault.go)
 	brokers.progressed(time.Now())
 	if opts.Ready != nil {
-		watch(opts.Ready, cfg, k, j, schemas, &brokers)
+		watch(opts.Ready, cfg, k, js, schemas, &brokers)
 		defer opts.Ready.SetLiveness(nil)
 		defer opts.Ready.SetCheck(nil)
 		defer opts.Ready.SetStatus(nil)
 		defer opts.Ready.Set(false)
 	}
-	wg.Add(4)
+	wg.Add(3 + len(js))
 	go func() {
 		defer wg.Done()
 		probe(ctx, admCl.Ping, &brokers)
@@ -289,13 +305,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			cancel()
 		}
 	}()
-	go func() {
-		defer wg.Done()
-		if err := j.run(ctx); err != nil {
-			errs <- err
-			cancel()
-		}
-	}()
+	for _, j := range js {
+		go func() {
+			defer wg.Done()
+			if err := j.run(ctx); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
 	log.Info("running", "keyed_topic", cfg.Kafka.KeyedTopic(), "keyed_partitions", top.keyedParts)
 	wg.Wait()
 	close(errs)
@@ -314,12 +332,19 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 // registerCollectors registers the collectors that read the stages at
 // scrape time (state stores, sinks, hot keys) with reg, all or none; the
 // returned function unregisters them. A nil reg registers nothing.
-func registerCollectors(reg prometheus.Registerer, k *keying, j *joinStage) (func(), error) {
+func registerCollectors(reg prometheus.Registerer, k *keying, js []*joinStage) (func(), error) {
 	if reg == nil {
 		return func() {}, nil
 	}
+	j := js[len(js)-1] // the stage writing the sink
 	cs := []prometheus.Collector{
-		metrics.NewStateCollector(j.storeStats),
+		metrics.NewStateCollector(func() []metrics.StoreStats {
+			var all []metrics.StoreStats
+			for _, j := range js {
+				all = append(all, j.storeStats()...)
+			}
+			return all
+		}),
 		metrics.NewSinkCollector(j.sinkTotals),
 		metrics.NewSkewCollector(j.cfg.Skew.TopKeys, func() metrics.SkewSnapshot {
 			hot, fanout, waiting := j.skewSnapshot()
@@ -366,7 +391,7 @@ func registerCollectors(reg prometheus.Registerer, k *keying, j *joinStage) (fun
 // every owned partition caught up and the brokers answer; alive while no
 // stage (nor the brokers, per the probe) is stuck. r's status is the
 // stages' Status (/statusz).
-func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, schemas *registry.Client, brokers *stageHealth) {
+func watch(r *metrics.Readiness, cfg *config.Config, k *keying, js []*joinStage, schemas *registry.Client, brokers *stageHealth) {
 	limit, klimit := stuckAfter(cfg), keyingStall(cfg)
 	r.SetLiveness(func() error {
 		if err := brokers.stalled("kafka", time.Now(), klimit); err != nil {
@@ -375,11 +400,13 @@ func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, sc
 		if err := k.health.stalled("keying", time.Now(), klimit); err != nil {
 			return err
 		}
-		if err := j.health.stalled("join", time.Now(), klimit); err != nil {
-			return err
-		}
-		if p, d, ok := j.stuck(time.Now(), limit); ok {
-			return fmt.Errorf("join partition %d has been in one batch for %v (more than %v)", p, d.Round(time.Second), limit)
+		for _, j := range js {
+			if err := j.health.stalled(j.name(), time.Now(), klimit); err != nil {
+				return err
+			}
+			if p, d, ok := j.stuck(time.Now(), limit); ok {
+				return fmt.Errorf("%s partition %d has been in one batch for %v (more than %v)", j.name(), p, d.Round(time.Second), limit)
+			}
 		}
 		return nil
 	})
@@ -396,12 +423,17 @@ func watch(r *metrics.Readiness, cfg *config.Config, k *keying, j *joinStage, sc
 		if err := k.notReady(); err != nil {
 			return err
 		}
-		if err := j.health.notReady("join"); err != nil {
-			return err
+		for _, j := range js {
+			if err := j.health.notReady(j.name()); err != nil {
+				return err
+			}
+			if err := j.notReady(); err != nil {
+				return err
+			}
 		}
-		return j.notReady()
+		return nil
 	})
-	r.SetStatus(func() any { return status(k, j, time.Now()) })
+	r.SetStatus(func() any { return status(k, js, time.Now()) })
 	r.Set(true)
 }
 

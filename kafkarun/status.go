@@ -35,6 +35,8 @@ type KeyingStatus struct {
 
 // PartitionStatus is one owned keyed partition's join worker.
 type PartitionStatus struct {
+	// Stage is the plan stage (1-based; 0 for the regular join).
+	Stage     int   `json:"stage,omitempty"`
 	Partition int32 `json:"partition"`
 	// Waiting is what the worker waits on or does: starting (opening its
 	// sink), input, rebuild (in bulk), applying, sink (writing or
@@ -130,13 +132,13 @@ type workerStatus struct {
 func (s *workerStatus) set(p phase) { s.phase.Store(int32(p)) }
 
 // status takes the stages' snapshot (either may be nil).
-func status(k *keying, j *joinStage, now time.Time) Status {
+func status(k *keying, js []*joinStage, now time.Time) Status {
 	var s Status
 	if k != nil {
 		s.Keying = k.status(now)
 	}
-	if j != nil {
-		s.Join = j.status(now)
+	for _, j := range js {
+		s.Join = append(s.Join, j.status(now)...)
 	}
 	return s
 }
@@ -172,7 +174,7 @@ func (j *joinStage) status(now time.Time) []PartitionStatus {
 	ws := make([]*worker, 0, len(j.workers))
 	for p, w := range j.workers {
 		ws = append(ws, w)
-		out = append(out, PartitionStatus{Partition: p, Committed: j.committed[p]})
+		out = append(out, PartitionStatus{Stage: j.def.n, Partition: p, Committed: j.committed[p]})
 	}
 	j.mu.Unlock()
 	for i, w := range ws {

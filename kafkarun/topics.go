@@ -61,7 +61,11 @@ func watchTopicIDs(ctx context.Context, cfg *config.Config, adm *kadm.Client, id
 		case <-t.C:
 		}
 		lctx, cancel := context.WithTimeout(ctx, adminTimeout)
-		ds, err := adm.ListTopics(lctx, cfg.Parent.Topic, cfg.Child.Topic)
+		topics := make([]string, 0, len(ids))
+		for t := range ids {
+			topics = append(topics, t)
+		}
+		ds, err := adm.ListTopics(lctx, topics...)
 		cancel()
 		if err != nil {
 			continue

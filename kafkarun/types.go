@@ -30,8 +30,11 @@ type Sampler struct {
 	schemas *registry.Client // nil for JSON
 	dec     *job.Decoder
 	types   job.Types
-	ev      debezium.Event
-	hdrs    []debezium.Header
+	// A plan's decoder and types (spec and dec are nil then).
+	pdec   *job.PlanDecoder
+	ptypes job.PlanTypes
+	ev     debezium.Event
+	hdrs   []debezium.Header
 }
 
 // NewSampler returns a sampler of cfg's source topics.
@@ -40,12 +43,15 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := job.Spec(cfg)
-	if err != nil {
+	var spec *keyed.Spec
+	var pr *planRun
+	if cfg.Plan() != nil {
+		pr = newPlanRun(cfg)
+	} else if spec, err = job.Spec(cfg); err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(append(base,
-		kgo.ConsumeTopics(cfg.Parent.Topic, cfg.Child.Topic),
+		kgo.ConsumeTopics(sourceTopics(cfg, pr)...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)...)
@@ -57,6 +63,9 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 		cl.Close()
 		return nil, err
 	}
+	if pr != nil {
+		return &Sampler{cl: cl, schemas: schemas, pdec: job.NewPlanDecoder(cfg)}, nil
+	}
 	return &Sampler{cl: cl, spec: spec, schemas: schemas, dec: job.NewDecoder(cfg, spec, schemas)}, nil
 }
 
@@ -66,7 +75,7 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 // yet).
 func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
 	defer context.AfterFunc(ctx, s.schemas.Close)()
-	for n := 0; n < limit && !allKnown(s.types.Output(s.spec)) && ctx.Err() == nil; {
+	for n := 0; n < limit && !allKnown(s.output()) && ctx.Err() == nil; {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := s.cl.PollRecords(pctx, 500)
 		cancel()
@@ -76,6 +85,14 @@ func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
 			for _, h := range r.Headers {
 				s.hdrs = append(s.hdrs, debezium.Header{Key: h.Key, Value: h.Value})
 			}
+			if s.pdec != nil {
+				for _, it := range s.pdec.Items(r.Topic) {
+					if ok, err := s.pdec.Decode(it, r.Topic, r.Partition, r.Offset, r.Key, r.Value, &s.ev); err == nil && ok {
+						s.ptypes.Observe(it, &s.ev)
+					}
+				}
+				return
+			}
 			if side, ok, err := s.dec.DecodeHeaders(r.Topic, r.Partition, r.Offset, r.Key, r.Value, s.hdrs, &s.ev); err == nil && ok {
 				s.types.Observe(side, &s.ev)
 			}
@@ -83,6 +100,13 @@ func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
 		if fs.Empty() && ctx.Err() == nil && pctx.Err() == nil {
 			break
 		}
+	}
+	return s.output()
+}
+
+func (s *Sampler) output() []row.ColumnType {
+	if s.pdec != nil {
+		return s.ptypes.Output(s.pdec.Plan())
 	}
 	return s.types.Output(s.spec)
 }

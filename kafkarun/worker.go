@@ -338,7 +338,7 @@ func (w *worker) finishWork() {
 // opOut is the operator's Out for work at position pos, emitting into
 // emit: Quiet below forwardFrom (an earlier owner sent its records).
 func (w *worker) opOut(emit keyed.Emit, pos int64) keyedlog.Out {
-	return keyedlog.Out{Emit: emit, Send: w.fwd, Quiet: pos < w.forwardFrom, Reject: w.reject}
+	return keyedlog.Out{Emit: emit, Send: w.fwd, Next: w.fwd.Next(), Quiet: pos < w.forwardFrom, Reject: w.reject}
 }
 
 // busyFor reports how long the worker has been in its batch in progress (0

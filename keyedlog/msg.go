@@ -206,6 +206,13 @@ type Out struct {
 	// Nil where the driver has no log to write to: an operator that needs
 	// to send fails with ErrNoSender.
 	Send Sender
+	// Next writes records to the keyed log of the next stage of a
+	// multi-stage plan (any of its partitions; the operator picks them),
+	// in the same batch and transaction as Send: durable before the
+	// batch's state commits, dropped with an aborted batch. A crash between
+	// the two sends them again: the next stage must converge on repeated
+	// sequences. Nil where there is no next stage.
+	Next Sender
 	// Quiet: the messages of this call were applied before, by an earlier
 	// owner of the partition that sent their records and committed (a
 	// partition rebuilt below the group's committed offset). The operator

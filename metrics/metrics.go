@@ -63,6 +63,13 @@ type Metrics struct {
 	// CatchUpRecords counts the records applied by those catch-ups, by
 	// stage and mode.
 	CatchUpRecords *prometheus.CounterVec
+
+	// Per stage of a multi-stage plan (label stage: 1, 2, …): inputs
+	// applied, records sent to the next stage's keyed topic, consumer lag
+	// per keyed partition, and keyed partitions owned by this instance.
+	StageInputs, StageForwarded *prometheus.CounterVec
+	StageLag                    *prometheus.GaugeVec
+	StageOwned                  *prometheus.GaugeVec
 }
 
 // New creates the collectors and registers them with reg (nil: not
@@ -118,11 +125,24 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		CatchUpRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdcjoin_catchup_records_total", Help: "Records applied by partitions catching up to their committed positions, by stage and mode.",
 		}, []string{"stage", "mode"}),
+		StageInputs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_stage_inputs_total", Help: "Inputs applied by a plan stage's join, by stage.",
+		}, []string{"stage"}),
+		StageForwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_stage_forwarded_total", Help: "Records a plan stage sent to the next stage's keyed topic, by stage.",
+		}, []string{"stage"}),
+		StageLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cdcjoin_stage_consumer_lag_records", Help: "A plan stage's lag per keyed partition, by stage and partition.",
+		}, []string{"stage", "partition"}),
+		StageOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cdcjoin_stage_owned_partitions", Help: "Keyed partitions of a plan stage joined by this instance, by stage.",
+		}, []string{"stage"}),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.KeyingLag, m.Changes,
 			m.FanOut, m.StateRebuilt, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
-			m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords} {
+			m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords,
+			m.StageInputs, m.StageForwarded, m.StageLag, m.StageOwned} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("cdcjoin: metrics: %w", err)
 			}

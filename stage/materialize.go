@@ -42,8 +42,14 @@ func RowKey(dst []byte, p *plan.Plan, r []row.Value) []byte {
 // d.ID of the row) with version, emitting the changes of the merged row
 // (ID: its row key).
 func (m *Materializer) Apply(kv State, d *Delta, version uint64, emit Emit) error {
-	src := d.Row
-	m.rk = RowKey(m.rk[:0], m.p, src)
+	return m.ApplyAt(kv, RowKey(m.rk[:0], m.p, d.Row), d, version, emit)
+}
+
+// ApplyAt is Apply of a change d of output row rk (RowKey of its row):
+// for a retraction, d.Row is not read (`run`'s materializer gets rk from
+// its record's key).
+func (m *Materializer) ApplyAt(kv State, rk []byte, d *Delta, version uint64, emit Emit) error {
+	m.rk = append(m.rk[:0], rk...)
 	m.key = append(append(m.key[:0], 'm', 'i'), m.rk...)
 	var err error
 	if d.Op == row.Upsert {
