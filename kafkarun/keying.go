@@ -48,10 +48,10 @@ type keying struct {
 	sess *kgo.GroupTransactSession
 	txid string // the session's transactional id
 
-	dec     *job.Decoder
+	dec *job.Decoder
 	// tk keys a time join's records instead of keyer (timejoin.go); nil
 	// otherwise.
-	tk *timeKeying
+	tk      *timeKeying
 	hdrs    []debezium.Header     // headers of the record being decoded
 	schemas debezium.SchemaSource // resolves Avro schema ids (nil for JSON)
 	keyer   *keyed.Keyer
