@@ -144,18 +144,7 @@ type timeReplay struct {
 // is ended (EndOfInput) when end is set, else at random.
 func replayTime(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinType, schemas, end bool) timeReplay {
 	const ms = 1000
-	s := &timejoin.Spec{Kind: kind, Join: jt, LeftWidth: 1, RightWidth: 1,
-		Out:            []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}},
-		OutOfOrderness: rng.Int64N(5) * ms, AllowedLateness: rng.Int64N(3) * ms, IdleTimeout: []int64{0, 40 * ms}[rng.IntN(2)]}
-	switch kind {
-	case timejoin.Interval:
-		s.Lower = (rng.Int64N(9) - 4) * ms
-		s.Upper = s.Lower + rng.Int64N(10)*ms
-	case timejoin.Window:
-		s.Size = (1 + rng.Int64N(10)) * ms
-		s.Slide = (1 + rng.Int64N(s.Size/ms)) * ms
-		s.Out = append(s.Out, timejoin.Column{From: timejoin.FromWindowStart}, timejoin.Column{From: timejoin.FromWindowEnd})
-	}
+	s := timegen.RandomSpec(rng, kind, jt, []int64{0, 40 * ms})
 	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1500, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms})
 	plain := kind != timejoin.Temporal && rng.IntN(3) == 0
 	recs := timegen.Encode(events, timegen.EncodeOptions{Schemas: schemas, PlainLeft: plain, Temporal: kind == timejoin.Temporal, Seed: rng.Uint64()})

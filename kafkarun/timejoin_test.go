@@ -86,19 +86,7 @@ type timeRunResult struct {
 // timeRun runs one history through Run (see TestTimeJoinRun).
 func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinType) timeRunResult {
 	const ms = 1000
-	s := &timejoin.Spec{Kind: kind, Join: jt, LeftWidth: 1, RightWidth: 1,
-		Out:            []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}},
-		OutOfOrderness: rng.Int64N(5) * ms, AllowedLateness: rng.Int64N(3) * ms,
-		IdleTimeout: []int64{1e6, 4e6}[rng.IntN(2)]} // µs of wall time in run
-	switch kind {
-	case timejoin.Interval:
-		s.Lower = (rng.Int64N(9) - 4) * ms
-		s.Upper = s.Lower + rng.Int64N(10)*ms
-	case timejoin.Window:
-		s.Size = (1 + rng.Int64N(10)) * ms
-		s.Slide = (1 + rng.Int64N(s.Size/ms)) * ms
-		s.Out = append(s.Out, timejoin.Column{From: timejoin.FromWindowStart}, timejoin.Column{From: timejoin.FromWindowEnd})
-	}
+	s := timegen.RandomSpec(rng, kind, jt, []int64{1e6, 4e6}) // idle_timeout: µs of wall time in run
 	const parts = 3
 	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20})
 	// Flush records far past the history: the final watermark makes
@@ -314,12 +302,10 @@ func produceTime(t *testing.T, brokers []string, recs []timegen.Record) {
 	}
 }
 
-// timeInstance is one Run of a time join.
+// timeInstance is one Run of a time join and its metrics.
 type timeInstance struct {
-	reg    *prometheus.Registry
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
+	*instance
+	reg *prometheus.Registry
 }
 
 func (in *timeInstance) stopped() bool {
@@ -331,23 +317,11 @@ func (in *timeInstance) stopped() bool {
 	}
 }
 
-func (in *timeInstance) stop(t *testing.T) error {
-	t.Helper()
-	in.cancel()
-	select {
-	case <-in.done:
-		return in.err
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Run did not return within 2m of cancel")
-		return nil
-	}
-}
-
 // runTime starts Run of cfg with one sink per keyed partition into m
 // (crashy: the sinks fail once m is armed).
 func runTime(t *testing.T, cfg *config.Config, m *seqModel, crashy bool) *timeInstance {
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &timeInstance{reg: prometheus.NewRegistry(), cancel: cancel, done: make(chan struct{})}
+	in := &timeInstance{instance: newInstance(cfg, cancel), reg: prometheus.NewRegistry()}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

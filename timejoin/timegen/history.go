@@ -170,3 +170,26 @@ func WithFlush(events []Event, partitions int32, margin int64) ([]Event, int64) 
 	}
 	return events, at
 }
+
+// RandomSpec returns a spec of kind and jt as the oracles draw them: in
+// whole milliseconds (µs), out_of_orderness 0-4 ms, allowed_lateness 0-2
+// ms, idle_timeout one of idle (µs), interval bounds within ±4 ms and up to
+// 9 ms apart, windows of 1-10 ms sliding by a whole part of them; the
+// columns left.v and right.v (and the window's start and end), as Config
+// selects them.
+func RandomSpec(rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinType, idle []int64) *timejoin.Spec {
+	const ms = 1000
+	s := &timejoin.Spec{Kind: kind, Join: jt, LeftWidth: 1, RightWidth: 1,
+		Out:            []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}},
+		OutOfOrderness: rng.Int64N(5) * ms, AllowedLateness: rng.Int64N(3) * ms, IdleTimeout: idle[rng.IntN(len(idle))]}
+	switch kind {
+	case timejoin.Interval:
+		s.Lower = (rng.Int64N(9) - 4) * ms
+		s.Upper = s.Lower + rng.Int64N(10)*ms
+	case timejoin.Window:
+		s.Size = (1 + rng.Int64N(10)) * ms
+		s.Slide = (1 + rng.Int64N(s.Size/ms)) * ms
+		s.Out = append(s.Out, timejoin.Column{From: timejoin.FromWindowStart}, timejoin.Column{From: timejoin.FromWindowEnd})
+	}
+	return s
+}
