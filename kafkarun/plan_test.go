@@ -100,7 +100,7 @@ func TestPlanRunOracle(t *testing.T) {
 	// Chains and stars of three and four tables, INNER/LEFT/RIGHT/FULL,
 	// conditions in ON and WHERE, materializers (FULL and RIGHT joins pad
 	// rows at keys that move).
-	names := []string{"chain-full-full", "chain-left-right", "star-left-full", "star-right-inner", "chain4"}
+	names := []string{"chain-full-full", "chain-left-right", "star-left-full", "star-right-inner", "chain4-outer", "many-to-many"}
 	if testing.Short() {
 		names = []string{"chain-full-full", "star-left-full"}
 	}
