@@ -274,7 +274,7 @@ func run(ctx context.Context, o options) (err error) {
 			}
 			continue
 		}
-		topics = append(topics, k.KeyedTopic(), k.ChildIndexTopic())
+		topics = append(topics, k.KeyedTopic(), k.ChildIndexTopic(), k.ParentIndexTopic())
 		if j.cfg.Errors.DLQTopic != "" {
 			topics = append(topics, j.cfg.Errors.DLQTopic)
 		}
