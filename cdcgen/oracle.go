@@ -219,9 +219,6 @@ func Diff(want, got []JoinedRow, maxLines int) string {
 	if maxLines <= 0 {
 		maxLines = 20
 	}
-	w, g := slices.Clone(want), slices.Clone(got)
-	SortRows(w)
-	SortRows(g)
 	var lines []string
 	var missing, extra, differ int
 	add := func(s string) {
@@ -229,6 +226,34 @@ func Diff(want, got []JoinedRow, maxLines int) string {
 			lines = append(lines, s)
 		}
 	}
+	EachDifference(want, got, func(w, g *JoinedRow) {
+		switch {
+		case g == nil:
+			missing++
+			add("- " + w.String())
+		case w == nil:
+			extra++
+			add("+ " + g.String())
+		default:
+			differ++
+			add(fmt.Sprintf("~ %s want [%s] got [%s]", w.Key, strings.Join(w.Values, " | "), strings.Join(g.Values, " | ")))
+		}
+	})
+	if missing+extra+differ == 0 {
+		return ""
+	}
+	head := fmt.Sprintf("%d rows wanted, %d got: %d missing (-), %d extra (+), %d different (~)", len(want), len(got), missing, extra, differ)
+	return head + "\n" + strings.Join(lines, "\n")
+}
+
+// EachDifference compares two row sets (in any order; neither is changed)
+// and calls fn, in row key order (SortRows), for each row key where they
+// differ: g nil for a row only in want, w nil for a row only in got, both
+// set for a key whose values differ.
+func EachDifference(want, got []JoinedRow, fn func(w, g *JoinedRow)) {
+	w, g := slices.Clone(want), slices.Clone(got)
+	SortRows(w)
+	SortRows(g)
 	i, j := 0, 0
 	for i < len(w) || j < len(g) {
 		c := 0
@@ -242,27 +267,19 @@ func Diff(want, got []JoinedRow, maxLines int) string {
 		}
 		switch {
 		case c < 0:
-			missing++
-			add("- " + w[i].String())
+			fn(&w[i], nil)
 			i++
 		case c > 0:
-			extra++
-			add("+ " + g[j].String())
+			fn(nil, &g[j])
 			j++
 		default:
 			if !slices.Equal(w[i].Values, g[j].Values) {
-				differ++
-				add(fmt.Sprintf("~ %s want [%s] got [%s]", w[i].Key, strings.Join(w[i].Values, " | "), strings.Join(g[j].Values, " | ")))
+				fn(&w[i], &g[j])
 			}
 			i++
 			j++
 		}
 	}
-	if missing+extra+differ == 0 {
-		return ""
-	}
-	head := fmt.Sprintf("%d rows wanted, %d got: %d missing (-), %d extra (+), %d different (~)", len(w), len(g), missing, extra, differ)
-	return head + "\n" + strings.Join(lines, "\n")
 }
 
 // ErrVersionTie is reported (wrapped) by ReplacingMergeTree.Apply when a row

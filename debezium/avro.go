@@ -30,16 +30,6 @@ type avroEnvelope struct {
 	missing int
 }
 
-// Envelope field roles.
-const (
-	roleSkip = iota
-	roleBefore
-	roleAfter
-	roleSource
-	roleOp
-	roleTsMs
-)
-
 type avroEnvField struct {
 	role int
 	t    *avroType
@@ -59,80 +49,25 @@ type avroKey struct {
 	row  avroRow
 }
 
-// Source block fields cdcjoin keeps.
-const (
-	srcSkip = iota
-	srcTsMs
-	srcSnapshot
-	srcLSN
-	srcSequence
-	srcTxID
-	srcDB
-	srcSchema
-	srcTable
-	srcFile
-	srcPos
-	srcRow
-	srcGTID
-)
-
-var sourceFields = map[string]int{
-	"ts_ms": srcTsMs, "snapshot": srcSnapshot, "lsn": srcLSN, "sequence": srcSequence, "txId": srcTxID,
-	"db": srcDB, "schema": srcSchema, "table": srcTable, "file": srcFile, "pos": srcPos, "row": srcRow, "gtid": srcGTID,
-}
-
 // avroSchemas caches compiled programs by id.
 type avroSchemas struct {
 	vals map[SchemaID]*avroEnvelope
 	keys map[SchemaID]*avroKey
 }
 
-// registrySchema fetches id's schema from the decoder's source. A
-// *DecodeError is a bad record (unknown id, not an Avro schema); any other
-// error is the source's failure.
-func (d *Decoder) registrySchema(id SchemaID, field string, want string) (RegisteredSchema, *DecodeError, error) {
-	if d.opts.Schemas == nil {
-		return RegisteredSchema{}, &DecodeError{Kind: ErrMalformed, Field: field, Offset: -1,
-			Reason: "the record names " + id.String() + " but the decoder has no schema registry"}, nil
-	}
-	s, err := d.opts.Schemas.Schema(id)
-	if err != nil {
-		if isUnknown(err) {
-			return s, &DecodeError{Kind: ErrUnknownSchema, Field: field, Offset: -1, SchemaID: id.ID,
-				Reason: id.String() + " is not in the schema registry", Err: err}, nil
-		}
-		return s, nil, &SourceError{ID: id, Err: err}
-	}
-	if s.Type != want {
-		return s, &DecodeError{Kind: ErrMalformed, Field: field, Offset: -1, SchemaID: id.ID,
-			Reason: id.String() + " is a " + s.Type + " schema, not " + want + " (check the topic's format)"}, nil
-	}
-	return s, nil, nil
-}
-
 // avroEnvelopeOf returns the compiled value schema id.
 func (d *Decoder) avroEnvelopeOf(id SchemaID) (*avroEnvelope, error) {
-	if e := d.avro.vals[id]; e != nil {
+	return compiled(&d.avro.vals, id, func() (*avroEnvelope, error) {
+		s, de, err := d.registrySchema(id, "value", "AVRO")
+		if err != nil {
+			return nil, err
+		}
+		e := &avroEnvelope{err: de, missing: -1}
+		if de == nil {
+			d.compileEnvelope(e, id, s.Text)
+		}
 		return e, nil
-	}
-	s, de, err := d.registrySchema(id, "value", "AVRO")
-	if err != nil {
-		return nil, err
-	}
-	e := &avroEnvelope{err: de, missing: -1}
-	if de == nil {
-		d.compileEnvelope(e, id, s.Text)
-	}
-	if d.avro.vals == nil {
-		d.avro.vals = map[SchemaID]*avroEnvelope{}
-	}
-	d.avro.vals[id] = e
-	return e, nil
-}
-
-func schemaErr(id SchemaID, field, reason string) *DecodeError {
-	return &DecodeError{Kind: ErrMalformed, Field: field, Offset: -1, SchemaID: id.ID,
-		Reason: id.String() + ": " + reason}
+	})
 }
 
 func (d *Decoder) compileEnvelope(e *avroEnvelope, id SchemaID, text string) {
@@ -145,26 +80,16 @@ func (d *Decoder) compileEnvelope(e *avroEnvelope, id SchemaID, text string) {
 		e.err = schemaErr(id, "value.schema", "not a Debezium envelope (the schema is not a record)")
 		return
 	}
-	rowNode, de := envelopeRow(conn)
-	if de != nil {
-		e.err = schemaErr(id, "value.schema", de.Reason)
-		return
-	}
-	if e.proj, de = buildProjection(nil, rowNode, d.cols, d.decl); de != nil {
-		de.Field, de.SchemaID = "value.schema."+de.Field, id.ID
-		de.Reason = id.String() + ": " + de.Reason
+	var de *DecodeError
+	if e.proj, de = d.envelopeProjection(id, conn); de != nil {
 		e.err = de
 		return
 	}
 	var rowT *avroType
 	for _, f := range root.fields {
-		ef := avroEnvField{t: f.t}
-		switch f.name {
-		case schemaFieldBefore, schemaFieldAfter:
-			ef.role = roleBefore
-			if f.name == schemaFieldAfter {
-				ef.role = roleAfter
-			}
+		ef := avroEnvField{t: f.t, role: envelopeRole(f.name)}
+		switch ef.role {
+		case roleBefore, roleAfter:
 			rt := nullable(f.t)
 			if rt == nil || rt.kind != aRecord {
 				e.err = schemaErr(id, "value.schema."+f.name, "the row image is not a record (or null)")
@@ -176,8 +101,7 @@ func (d *Decoder) compileEnvelope(e *avroEnvelope, id SchemaID, text string) {
 				e.err = schemaErr(id, "value.schema."+f.name, "before and after have different row schemas")
 				return
 			}
-		case "source":
-			ef.role = roleSource
+		case roleSource:
 			if st := nullable(f.t); st != nil && st.kind == aRecord {
 				for _, sf := range st.fields {
 					ef.src = append(ef.src, sourceFields[sf.name])
@@ -185,10 +109,6 @@ func (d *Decoder) compileEnvelope(e *avroEnvelope, id SchemaID, text string) {
 			} else {
 				ef.role = roleSkip
 			}
-		case "op":
-			ef.role = roleOp
-		case "ts_ms":
-			ef.role = roleTsMs
 		}
 		e.fields = append(e.fields, ef)
 	}
@@ -197,18 +117,7 @@ func (d *Decoder) compileEnvelope(e *avroEnvelope, id SchemaID, text string) {
 		return
 	}
 	e.row = d.matchRow(rowT)
-	seen := make([]bool, len(d.cols))
-	for _, j := range e.row.cols {
-		if j >= 0 {
-			seen[j] = true
-		}
-	}
-	for j, ok := range seen {
-		if !ok {
-			e.missing = j
-			break
-		}
-	}
+	e.missing = d.firstMissing(e.row.cols)
 	if de := d.checkAvroKinds(id, rowT, e.row, e.proj, "value.schema"); de != nil {
 		e.err = de
 	}
@@ -231,19 +140,7 @@ func nullable(t *avroType) *avroType {
 
 // matchRow matches a row record's fields to the projected columns.
 func (d *Decoder) matchRow(t *avroType) avroRow {
-	r := avroRow{cols: make([]int, len(t.fields))}
-	taken := make([]bool, len(d.cols))
-	for i, f := range t.fields {
-		j := d.match([]byte(f.name))
-		if j >= 0 && taken[j] {
-			j = -1 // a duplicate: the first one counts
-		}
-		if j >= 0 {
-			taken[j] = true
-		}
-		r.cols[i] = j
-	}
-	return r
+	return avroRow{cols: d.matchNames(len(t.fields), func(i int) string { return t.fields[i].name })}
 }
 
 // checkAvroKinds checks that each projected field's Avro type is one its
@@ -290,22 +187,17 @@ func avroFits(t *avroType, info *colInfo) bool {
 
 // avroKeyOf returns the compiled key schema id.
 func (d *Decoder) avroKeyOf(id SchemaID) (*avroKey, error) {
-	if k := d.avro.keys[id]; k != nil {
+	return compiled(&d.avro.keys, id, func() (*avroKey, error) {
+		s, de, err := d.registrySchema(id, "key", "AVRO")
+		if err != nil {
+			return nil, err
+		}
+		k := &avroKey{err: de}
+		if de == nil {
+			d.compileKey(k, id, s.Text)
+		}
 		return k, nil
-	}
-	s, de, err := d.registrySchema(id, "key", "AVRO")
-	if err != nil {
-		return nil, err
-	}
-	k := &avroKey{err: de}
-	if de == nil {
-		d.compileKey(k, id, s.Text)
-	}
-	if d.avro.keys == nil {
-		d.avro.keys = map[SchemaID]*avroKey{}
-	}
-	d.avro.keys[id] = k
-	return k, nil
+	})
 }
 
 func (d *Decoder) compileKey(k *avroKey, id SchemaID, text string) {
@@ -319,9 +211,7 @@ func (d *Decoder) compileKey(k *avroKey, id SchemaID, text string) {
 		k.proj = d.decl // a key that is not a struct projects nothing
 		return
 	}
-	if k.proj, de = buildProjection(nil, conn, d.cols, d.decl); de != nil {
-		de.Field, de.SchemaID = "key.schema."+de.Field, id.ID
-		de.Reason = id.String() + ": " + de.Reason
+	if k.proj, de = d.projectSchema(id, conn, "key.schema"); de != nil {
 		k.err = de
 		return
 	}
@@ -329,86 +219,48 @@ func (d *Decoder) compileKey(k *avroKey, id SchemaID, text string) {
 	k.err = d.checkAvroKinds(id, root, k.row, k.proj, "key.schema")
 }
 
-// decodeRegistry decodes a record whose key and value are in a registry
-// format.
-func (d *Decoder) decodeRegistry(key, value []byte, headers []Header, ev *Event) (bool, error) {
-	if len(value) == 0 {
-		return false, nil // a tombstone
-	}
-	id, payload, de := SchemaOf(value, headers, "value")
-	if de != nil {
-		return false, de
-	}
-	if d.opts.Format == FormatProtobuf {
-		return d.decodeProtobuf(id, payload, key, headers, ev)
-	}
+// decodeAvroValue decodes an Avro envelope (the value, after its schema id)
+// into ev and returns its projection; an error is a *DecodeError (a bad
+// record) or the schema source's failure.
+func (d *Decoder) decodeAvroValue(id SchemaID, payload []byte, ev *Event) (*projection, error) {
 	e, err := d.avroEnvelopeOf(id)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if e.err != nil {
-		return false, e.err
+		return nil, e.err
 	}
 	r := avroReader{b: payload}
 	if de := d.avroEnvelope(&r, e, id, ev); de != nil {
-		return false, de
+		return nil, de
 	}
 	if r.i != len(r.b) {
-		return false, badBody(id, "value", strconv.Itoa(len(r.b)-r.i)+" bytes after the record")
+		return nil, badBody(id, "value", strconv.Itoa(len(r.b)-r.i)+" bytes after the record")
 	}
-	if de := d.envelopeDone(ev, e.proj); de != nil {
-		return false, de
-	}
-	if len(key) == 0 {
-		return true, nil
-	}
-	kid, kp, de := SchemaOf(key, headers, "key")
-	if de != nil {
-		return false, de
-	}
+	return e.proj, nil
+}
+
+// decodeAvroKey decodes an Avro key (after its schema id) into ev.Key,
+// with errors as decodeAvroValue's.
+func (d *Decoder) decodeAvroKey(kid SchemaID, kp []byte, ev *Event) error {
 	k, err := d.avroKeyOf(kid)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if k.err != nil {
-		return false, k.err
+		return k.err
 	}
 	if k.t == nil {
-		return true, nil
+		return nil
 	}
 	kr := avroReader{b: kp}
 	if de := d.avroRecord(&kr, k.t, k.row, k.proj, &ev.Key, "key", kid); de != nil {
-		return false, de
+		return de
 	}
 	if kr.i != len(kr.b) {
-		return false, badBody(kid, "key", strconv.Itoa(len(kr.b)-kr.i)+" bytes after the key")
+		return badBody(kid, "key", strconv.Itoa(len(kr.b)-kr.i)+" bytes after the key")
 	}
-	return true, nil
-}
-
-// envelopeDone checks a decoded registry-format envelope's op and sets its
-// column types.
-func (d *Decoder) envelopeDone(ev *Event, p *projection) *DecodeError {
-	if !ev.Op.valid() {
-		return &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(ev.Op.String())}
-	}
-	ev.Types = p.types
-	d.noteTypes(p.types)
 	return nil
-}
-
-func (o Op) valid() bool {
-	switch o {
-	case OpCreate, OpUpdate, OpDelete, OpRead, OpTruncate:
-		return true
-	}
-	return false
-}
-
-// badBody is a payload that does not decode with its schema.
-func badBody(id SchemaID, field, reason string) *DecodeError {
-	return &DecodeError{Kind: ErrMalformed, Field: field, Offset: -1, SchemaID: id.ID,
-		Reason: "the body does not decode with " + id.String() + ": " + reason}
 }
 
 func (d *Decoder) avroEnvelope(r *avroReader, e *avroEnvelope, id SchemaID, ev *Event) *DecodeError {
@@ -430,8 +282,7 @@ func (d *Decoder) avroEnvelope(r *avroReader, e *avroEnvelope, id SchemaID, ev *
 			if f.role == roleAfter {
 				img, path = &ev.After, "after"
 				if e.missing >= 0 {
-					return &DecodeError{Kind: ErrMissingColumn, Field: "value.after." + d.cols[e.missing], Offset: -1, SchemaID: id.ID,
-						Reason: d.missingReason(e.missing, "the row schema of "+id.String())}
+					return d.missingColumn(id, e.missing)
 				}
 			}
 			if de := d.avroRecord(r, t, e.row, e.proj, img, "value."+path, id); de != nil {
@@ -446,10 +297,8 @@ func (d *Decoder) avroEnvelope(r *avroReader, e *avroEnvelope, id SchemaID, ev *
 			if !ok {
 				return badBody(id, "value.op", "truncated op")
 			}
-			if len(s) == 1 {
-				ev.Op = Op(s[0])
-			} else if s != nil {
-				return &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(string(s))}
+			if de := setOp(ev, s); de != nil {
+				return de
 			}
 		case roleTsMs:
 			v, _, ok := r.longOf(f.t)
@@ -497,42 +346,6 @@ func (d *Decoder) avroSource(r *avroReader, f *avroEnvField, src *Source, id Sch
 		}
 	}
 	return nil
-}
-
-// setSourceInt sets the integer source field of role (srcTsMs, …).
-func setSourceInt(src *Source, role int, v int64) {
-	switch role {
-	case srcTsMs:
-		src.TsMs = v
-	case srcLSN:
-		src.LSN = v
-	case srcTxID:
-		src.TxID = v
-	case srcPos:
-		src.Pos = v
-	case srcRow:
-		src.Row = v
-	}
-}
-
-// setSourceString sets the string source field of role (srcSnapshot, …).
-func (d *Decoder) setSourceString(src *Source, role int, s []byte) {
-	switch role {
-	case srcSnapshot:
-		src.Snapshot = intern(&d.lastSnapshot, s)
-	case srcSequence:
-		src.Sequence = d.str(s)
-	case srcDB:
-		src.DB = intern(&d.lastDB, s)
-	case srcSchema:
-		src.Schema = intern(&d.lastSchema, s)
-	case srcTable:
-		src.Table = intern(&d.lastTable, s)
-	case srcFile:
-		src.File = intern(&d.lastFile, s)
-	case srcGTID:
-		src.GTID = d.str(s)
-	}
 }
 
 // avroRecord decodes a row record into img.

@@ -146,14 +146,14 @@ func decodeCapture(t *testing.T, file string, format Format, src SchemaSource) m
 				t.Fatalf("%s %s@%d: not a *DecodeError: %v", file, c.Topic, c.Offset, err)
 			}
 		}
-		out[table] = append(out[table], fmt.Sprintf("@%d %s", c.Offset, comparable(cols, ok, err, &ev)))
+		out[table] = append(out[table], fmt.Sprintf("@%d %s", c.Offset, outcomeText(cols, ok, err, &ev)))
 	}
 	return out
 }
 
-// comparable renders a decoded record without what differs between two
+// outcomeText renders a decoded record without what differs between two
 // connectors of one database (timestamps of the connector, the topic).
-func comparable(cols []string, ok bool, err error, ev *Event) string {
+func outcomeText(cols []string, ok bool, err error, ev *Event) string {
 	var de *DecodeError
 	if errors.As(err, &de) {
 		// The formats name fields differently (payload.after.x, value.after.x).

@@ -11,11 +11,12 @@ import (
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
-// Protobuf decoding, as the Avro one (avro.go): the first record of a
-// schema id and message compiles a program (the envelope's fields by role,
-// the row message's fields matched to the projected columns with the
-// recipes of their Connect types); decoding walks the wire format once,
-// skipping unprojected fields, without allocating.
+// Protobuf decoding, as the Avro one (avro.go; the steps both share are in
+// envelope.go): the first record of a schema id and message compiles a
+// program (the envelope's fields by role, the row message's fields matched
+// to the projected columns with the recipes of their Connect types);
+// decoding walks the wire format once, skipping unprojected fields, without
+// allocating.
 
 // maxMessageIndexes bounds a record's message index path (nesting depth of
 // the message in its .proto file).
@@ -96,46 +97,32 @@ func (d *Decoder) protoMessageOf(k pbSchemaKey, field string) (*pbMsg, *schemaNo
 	return m, n, nil, nil
 }
 
+// pbEnvelopeOf returns the compiled value message k.
 func (d *Decoder) pbEnvelopeOf(k pbSchemaKey) (*pbEnvelope, error) {
-	if e := d.proto.vals[k]; e != nil {
+	return compiled(&d.proto.vals, k, func() (*pbEnvelope, error) {
+		m, conn, de, err := d.protoMessageOf(k, "value")
+		if err != nil {
+			return nil, err
+		}
+		e := &pbEnvelope{err: de, missing: -1}
+		if de == nil {
+			d.compilePbEnvelope(e, k.id, m, conn)
+		}
 		return e, nil
-	}
-	m, conn, de, err := d.protoMessageOf(k, "value")
-	if err != nil {
-		return nil, err
-	}
-	e := &pbEnvelope{err: de, missing: -1}
-	if de == nil {
-		d.compilePbEnvelope(e, k.id, m, conn)
-	}
-	if d.proto.vals == nil {
-		d.proto.vals = map[pbSchemaKey]*pbEnvelope{}
-	}
-	d.proto.vals[k] = e
-	return e, nil
+	})
 }
 
 func (d *Decoder) compilePbEnvelope(e *pbEnvelope, id SchemaID, m *pbMsg, conn *schemaNode) {
-	rowNode, de := envelopeRow(conn)
-	if de != nil {
-		e.err = schemaErr(id, "value.schema", de.Reason)
-		return
-	}
-	if e.proj, de = buildProjection(nil, rowNode, d.cols, d.decl); de != nil {
-		de.Field, de.SchemaID = "value.schema."+de.Field, id.ID
-		de.Reason = id.String() + ": " + de.Reason
+	var de *DecodeError
+	if e.proj, de = d.envelopeProjection(id, conn); de != nil {
 		e.err = de
 		return
 	}
 	e.msg = m
 	for _, f := range m.fields {
-		role := roleSkip
-		switch f.name {
-		case schemaFieldBefore, schemaFieldAfter:
-			role = roleBefore
-			if f.name == schemaFieldAfter {
-				role = roleAfter
-			}
+		role := envelopeRole(f.name)
+		switch role {
+		case roleBefore, roleAfter:
 			if f.t.kind != pbMessage || f.t.list || f.t.mapOf {
 				e.err = schemaErr(id, "value.schema."+f.name, "the row image is not a message")
 				return
@@ -146,17 +133,15 @@ func (d *Decoder) compilePbEnvelope(e *pbEnvelope, id SchemaID, m *pbMsg, conn *
 				e.err = schemaErr(id, "value.schema."+f.name, "before and after have different row messages")
 				return
 			}
-		case "source":
+		case roleSource:
 			if f.t.kind == pbMessage && !f.t.list {
-				role, e.srcMsg = roleSource, f.t.msg
+				e.srcMsg = f.t.msg
 				for _, sf := range f.t.msg.fields {
 					e.src = append(e.src, sourceFields[sf.name])
 				}
+			} else {
+				role = roleSkip
 			}
-		case "op":
-			role = roleOp
-		case "ts_ms":
-			role = roleTsMs
 		}
 		e.roles = append(e.roles, role)
 	}
@@ -165,104 +150,74 @@ func (d *Decoder) compilePbEnvelope(e *pbEnvelope, id SchemaID, m *pbMsg, conn *
 		return
 	}
 	e.cols = d.matchFields(e.row)
-	seen := make([]bool, len(d.cols))
-	for _, j := range e.cols {
-		if j >= 0 {
-			seen[j] = true
-		}
-	}
-	for j, ok := range seen {
-		if !ok {
-			e.missing = j
-			break
-		}
-	}
+	e.missing = d.firstMissing(e.cols)
 }
 
 // matchFields matches a row message's fields to the projected columns.
 func (d *Decoder) matchFields(m *pbMsg) []int {
-	cols := make([]int, len(m.fields))
-	taken := make([]bool, len(d.cols))
-	for i, f := range m.fields {
-		j := d.match([]byte(f.name))
-		if j >= 0 && taken[j] {
-			j = -1
-		}
-		if j >= 0 {
-			taken[j] = true
-		}
-		cols[i] = j
-	}
-	return cols
+	return d.matchNames(len(m.fields), func(i int) string { return m.fields[i].name })
 }
 
+// pbKeyOf returns the compiled key message k.
 func (d *Decoder) pbKeyOf(k pbSchemaKey) (*pbKey, error) {
-	if c := d.proto.keys[k]; c != nil {
-		return c, nil
-	}
-	m, conn, de, err := d.protoMessageOf(k, "key")
-	if err != nil {
-		return nil, err
-	}
-	c := &pbKey{err: de}
-	if de == nil {
-		if c.proj, de = buildProjection(nil, conn, d.cols, d.decl); de != nil {
-			de.Field, de.SchemaID = "key.schema."+de.Field, k.id.ID
-			de.Reason = k.id.String() + ": " + de.Reason
-			c.err = de
-		} else {
-			c.msg, c.cols = m, d.matchFields(m)
+	return compiled(&d.proto.keys, k, func() (*pbKey, error) {
+		m, conn, de, err := d.protoMessageOf(k, "key")
+		if err != nil {
+			return nil, err
 		}
-	}
-	if d.proto.keys == nil {
-		d.proto.keys = map[pbSchemaKey]*pbKey{}
-	}
-	d.proto.keys[k] = c
-	return c, nil
+		c := &pbKey{err: de}
+		if de == nil {
+			if c.proj, de = d.projectSchema(k.id, conn, "key.schema"); de != nil {
+				c.err = de
+			} else {
+				c.msg, c.cols = m, d.matchFields(m)
+			}
+		}
+		return c, nil
+	})
 }
 
-// decodeProtobuf decodes a Protobuf record whose value names id.
-func (d *Decoder) decodeProtobuf(id SchemaID, payload, key []byte, headers []Header, ev *Event) (bool, error) {
+// decodeProtobufValue decodes a Protobuf envelope (the value, after its
+// schema id) into ev and returns its projection; an error is a
+// *DecodeError (a bad record) or the schema source's failure.
+func (d *Decoder) decodeProtobufValue(id SchemaID, payload []byte, ev *Event) (*projection, error) {
 	k := pbSchemaKey{id: id}
 	payload, ok := messageIndexes(payload, &k)
 	if !ok {
-		return false, badBody(id, "value", "bad message indexes")
+		return nil, badBody(id, "value", "bad message indexes")
 	}
 	e, err := d.pbEnvelopeOf(k)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if e.err != nil {
-		return false, e.err
+		return nil, e.err
 	}
 	if de := d.pbEnvelope(payload, e, id, ev); de != nil {
-		return false, de
+		return nil, de
 	}
-	if de := d.envelopeDone(ev, e.proj); de != nil {
-		return false, de
-	}
-	if len(key) == 0 {
-		return true, nil
-	}
-	kid, kp, de := SchemaOf(key, headers, "key")
-	if de != nil {
-		return false, de
-	}
+	return e.proj, nil
+}
+
+// decodeProtobufKey decodes a Protobuf key (after its schema id) into
+// ev.Key, with errors as decodeProtobufValue's.
+func (d *Decoder) decodeProtobufKey(kid SchemaID, kp []byte, ev *Event) error {
 	kk := pbSchemaKey{id: kid}
-	if kp, ok = messageIndexes(kp, &kk); !ok {
-		return false, badBody(kid, "key", "bad message indexes")
+	kp, ok := messageIndexes(kp, &kk)
+	if !ok {
+		return badBody(kid, "key", "bad message indexes")
 	}
 	c, err := d.pbKeyOf(kk)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if c.err != nil {
-		return false, c.err
+		return c.err
 	}
 	if de := d.pbRow(kp, c.msg, c.cols, c.proj, &ev.Key, "key", kid, false); de != nil {
-		return false, de
+		return de
 	}
-	return true, nil
+	return nil
 }
 
 func (d *Decoder) pbEnvelope(b []byte, e *pbEnvelope, id SchemaID, ev *Event) *DecodeError {
@@ -300,8 +255,7 @@ func (d *Decoder) pbEnvelope(b []byte, e *pbEnvelope, id SchemaID, ev *Event) *D
 			if role == roleAfter {
 				img, path = &ev.After, "value.after"
 				if e.missing >= 0 {
-					return &DecodeError{Kind: ErrMissingColumn, Field: path + "." + d.cols[e.missing], Offset: -1, SchemaID: id.ID,
-						Reason: d.missingReason(e.missing, "the row schema of "+id.String())}
+					return d.missingColumn(id, e.missing)
 				}
 			}
 			if de := d.pbRow(v, e.row, e.cols, e.proj, img, path, id, true); de != nil {
@@ -312,10 +266,8 @@ func (d *Decoder) pbEnvelope(b []byte, e *pbEnvelope, id SchemaID, ev *Event) *D
 				return de
 			}
 		case roleOp:
-			if len(v) == 1 {
-				ev.Op = Op(v[0])
-			} else {
-				return &DecodeError{Kind: ErrUnknownOp, Field: "value.op", Offset: -1, Reason: "unknown op " + strconv.Quote(string(v))}
+			if de := setOp(ev, v); de != nil {
+				return de
 			}
 		case roleTsMs:
 			if typ == protowire.BytesType { // a wrapper
@@ -327,28 +279,15 @@ func (d *Decoder) pbEnvelope(b []byte, e *pbEnvelope, id SchemaID, ev *Event) *D
 	return nil
 }
 
-// pbWrapped reads field 1 (a varint) of a wrapper message.
+// pbWrapped reads field 1 (a varint) of a wrapper message: its last
+// occurrence; false when there is none or the message is malformed.
 func pbWrapped(v []byte) (uint64, bool) {
-	var out uint64
-	found := false
-	for len(v) > 0 {
-		num, typ, n := protowire.ConsumeTag(v)
-		if n < 0 {
-			return 0, false
-		}
-		v = v[n:]
-		if num == 1 && typ == protowire.VarintType {
-			out, n = protowire.ConsumeVarint(v)
-			found = true
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, v)
-		}
-		if n < 0 {
-			return 0, false
-		}
-		v = v[n:]
+	val, _, found, bad := lastField(v, 1, protowire.VarintType)
+	if !found || bad != "" {
+		return 0, false
 	}
-	return out, found
+	u, _ := protowire.ConsumeVarint(val)
+	return u, true
 }
 
 func (d *Decoder) pbSource(b []byte, e *pbEnvelope, src *Source, id SchemaID) *DecodeError {
@@ -404,25 +343,15 @@ func (d *Decoder) pbSource(b []byte, e *pbEnvelope, src *Source, id SchemaID) *D
 	return nil
 }
 
-// pbWrappedBytes reads field 1 (bytes) of a wrapper message.
+// pbWrappedBytes reads field 1 (bytes) of a wrapper message: its last
+// occurrence (in a malformed message the last one before the damage);
+// empty when there is none.
 func pbWrappedBytes(v []byte) []byte {
-	out := v[:0]
-	for len(v) > 0 {
-		num, typ, n := protowire.ConsumeTag(v)
-		if n < 0 {
-			return out
-		}
-		v = v[n:]
-		if num == 1 && typ == protowire.BytesType {
-			out, n = protowire.ConsumeBytes(v)
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, v)
-		}
-		if n < 0 {
-			return out
-		}
-		v = v[n:]
+	val, _, found, _ := lastField(v, 1, protowire.BytesType)
+	if !found {
+		return v[:0]
 	}
+	out, _ := protowire.ConsumeBytes(val)
 	return out
 }
 
@@ -690,25 +619,14 @@ func (d *Decoder) pbMessageValue(v []byte, t *pbType, info *colInfo, out *row.Va
 	switch {
 	case t.wrapper:
 		inner := t.msg.fields[0].t
-		u, s, found := uint64(0), []byte{}, false
-		for b := v; len(b) > 0; {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				return badBody(id, "", "bad field tag")
-			}
-			b = b[n:]
-			if num == 1 && typ == wireOf(inner.kind) {
-				u, s, n = pbScalar(b, typ, inner.kind)
-				found = true
-			} else {
-				n = protowire.ConsumeFieldValue(num, typ, b)
-			}
-			if n < 0 {
-				return badBody(id, "", "truncated")
-			}
-			b = b[n:]
+		val, typ, found, bad := lastField(v, 1, wireOf(inner.kind))
+		if bad != "" {
+			return badBody(id, "", bad)
 		}
-		_ = found
+		u, s := uint64(0), []byte{}
+		if found {
+			u, s, _ = pbScalar(val, typ, inner.kind)
+		}
 		return d.pbScalarValue(u, s, inner, info, out)
 	case t.decimal || info.conv == convVarDecimal:
 		var value []byte
@@ -780,12 +698,7 @@ func (d *Decoder) pbMessageValue(v []byte, t *pbType, info *colInfo, out *row.Va
 func (d *Decoder) pbArray(b []byte, f *pbField, info *colInfo, out *row.Value, id SchemaID) *DecodeError {
 	if f.t.mapOf || info.conv == convRaw || info.conv == convInfer {
 		var ok bool
-		if f.t.mapOf {
-			d.jbuf, ok = d.pbJSONMap(d.jbuf[:0], b, f)
-		} else {
-			d.jbuf, ok = d.pbJSONList(d.jbuf[:0], b, f)
-		}
-		if !ok {
+		if d.jbuf, ok = d.pbJSONRepeated(d.jbuf[:0], b, f); !ok {
 			return badBody(id, "", "truncated")
 		}
 		*out = row.String(d.str(d.jbuf))
@@ -864,18 +777,13 @@ func (d *Decoder) pbJSON(out []byte, v []byte, t *pbType) ([]byte, bool) {
 		out = append(out, ':')
 		var ok bool
 		if f.t.list || f.t.mapOf {
-			if f.t.mapOf {
-				out, ok = d.pbJSONMap(out, v, f)
-			} else {
-				out, ok = d.pbJSONList(out, v, f)
-			}
-			if !ok {
+			if out, ok = d.pbJSONRepeated(out, v, f); !ok {
 				return out, false
 			}
 			continue
 		}
-		val, typ, found, ok := lastField(v, f.num)
-		if !ok {
+		val, typ, found, bad := lastField(v, f.num, anyWire)
+		if bad != "" {
 			return out, false
 		}
 		if !found {
@@ -902,24 +810,52 @@ func wireLen(t protowire.Type) int {
 	return 1
 }
 
-// lastField returns the encoding (after the tag) of field num's last
-// occurrence in message b.
-func lastField(b []byte, num protowire.Number) (v []byte, typ protowire.Type, found, ok bool) {
-	for len(b) > 0 {
-		n1, t, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, 0, false, false
-		}
-		b = b[n:]
-		if n = protowire.ConsumeFieldValue(n1, t, b); n < 0 {
-			return nil, 0, false, false
-		}
-		if n1 == num {
-			v, typ, found = b[:n], t, true
-		}
-		b = b[n:]
+// anyWire, as lastField's want, takes a field of any wire type.
+const anyWire protowire.Type = -1
+
+// Why a message does not parse (nextField, lastField).
+const (
+	wireBadTag    = "bad field tag"
+	wireTruncated = "truncated"
+)
+
+// nextField splits message b's first field off: its number, wire type,
+// encoding after the tag (val: what protowire.ConsumeFieldValue spans) and
+// the fields after it; bad is why b does not parse (wireBadTag, or
+// wireTruncated with num and typ those of the damaged field, val nil), ""
+// when it does.
+func nextField(b []byte) (num protowire.Number, typ protowire.Type, val, rest []byte, bad string) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, nil, wireBadTag
 	}
-	return v, typ, found, true
+	b = b[n:]
+	if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+		return num, typ, nil, nil, wireTruncated
+	}
+	return num, typ, b[:n], b[n:], ""
+}
+
+// lastField returns the encoding (after the tag) of field num's last
+// occurrence in message b with wire type want (anyWire: any). A message
+// that does not parse has bad set (nextField); v, typ and found then tell
+// the last occurrence up to the damage: v is nil when the damaged field is
+// itself one.
+func lastField(b []byte, num protowire.Number, want protowire.Type) (v []byte, typ protowire.Type, found bool, bad string) {
+	for len(b) > 0 {
+		n1, t, val, rest, bad := nextField(b)
+		if bad == wireBadTag {
+			return v, typ, found, bad
+		}
+		if n1 == num && (want == anyWire || t == want) {
+			v, typ, found = val, t, true
+		}
+		if bad != "" {
+			return v, typ, found, bad
+		}
+		b = rest
+	}
+	return v, typ, found, ""
 }
 
 // pbJSONValue appends one value's JSON.
@@ -934,8 +870,8 @@ func (d *Decoder) pbJSONValue(out []byte, b []byte, typ protowire.Type, t *pbTyp
 	switch t.kind {
 	case pbMessage:
 		if t.wrapper {
-			val, typ, found, ok := lastField(v, 1)
-			if !ok {
+			val, typ, found, bad := lastField(v, 1, anyWire)
+			if bad != "" {
 				return out, false
 			}
 			inner := t.msg.fields[0].t
@@ -972,87 +908,60 @@ func (d *Decoder) pbJSONValue(out []byte, b []byte, typ protowire.Type, t *pbTyp
 	return strconv.AppendInt(out, int64(u), 10), true
 }
 
-// pbJSONList appends the JSON array of repeated field f's occurrences in b.
-func (d *Decoder) pbJSONList(out []byte, b []byte, f *pbField) ([]byte, bool) {
-	out = append(out, '[')
-	first := true
+// pbJSONRepeated appends the JSON of repeated field f's occurrences in b:
+// the array of its values (packed or not), or for a map field the object
+// of its entries.
+func (d *Decoder) pbJSONRepeated(out []byte, b []byte, f *pbField) ([]byte, bool) {
+	open, end := byte('['), byte(']')
+	if f.t.mapOf {
+		open, end = '{', '}'
+	}
+	out = append(out, open)
+	start := len(out) // every element appends something: a comma goes before all but the first
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		num, typ, val, rest, bad := nextField(b)
+		if bad != "" {
 			return out, false
 		}
-		b = b[n:]
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return out, false
-		}
-		val := b[:n]
-		b = b[n:]
+		b = rest
 		if num != f.num {
 			continue
 		}
-		if typ == protowire.BytesType && wireOf(f.t.kind) != protowire.BytesType {
+		ok := true
+		switch {
+		case f.t.mapOf:
+			if typ != protowire.BytesType {
+				continue
+			}
+			entry, _ := protowire.ConsumeBytes(val)
+			if len(out) > start {
+				out = append(out, ',')
+			}
+			out, ok = d.pbJSONEntry(out, entry, f.t.msg)
+		case typ == protowire.BytesType && wireOf(f.t.kind) != protowire.BytesType: // packed
 			p, _ := protowire.ConsumeBytes(val)
-			for len(p) > 0 {
+			for ok && len(p) > 0 {
 				_, _, m := pbScalar(p, wireOf(f.t.kind), f.t.kind)
 				if m < 0 {
 					return out, false
 				}
-				if !first {
+				if len(out) > start {
 					out = append(out, ',')
 				}
-				first = false
-				var ok bool
-				if out, ok = d.pbJSONValue(out, p[:m], wireOf(f.t.kind), f.t); !ok {
-					return out, false
-				}
+				out, ok = d.pbJSONValue(out, p[:m], wireOf(f.t.kind), f.t)
 				p = p[m:]
 			}
-			continue
-		}
-		if !first {
-			out = append(out, ',')
-		}
-		first = false
-		var ok bool
-		if out, ok = d.pbJSONValue(out, val, typ, f.t); !ok {
-			return out, false
-		}
-	}
-	return append(out, ']'), true
-}
-
-// pbJSONMap appends the JSON object of map field f's entries in b.
-func (d *Decoder) pbJSONMap(out []byte, b []byte, f *pbField) ([]byte, bool) {
-	out = append(out, '{')
-	first := true
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return out, false
-		}
-		b = b[n:]
-		if num != f.num || typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return out, false
+		default:
+			if len(out) > start {
+				out = append(out, ',')
 			}
-			b = b[n:]
-			continue
+			out, ok = d.pbJSONValue(out, val, typ, f.t)
 		}
-		entry, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return out, false
-		}
-		b = b[n:]
-		if !first {
-			out = append(out, ',')
-		}
-		first = false
-		var ok bool
-		if out, ok = d.pbJSONEntry(out, entry, f.t.msg); !ok {
+		if !ok {
 			return out, false
 		}
 	}
-	return append(out, '}'), true
+	return append(out, end), true
 }
 
 // pbJSONEntry appends "key":value of a map entry message.
@@ -1060,8 +969,8 @@ func (d *Decoder) pbJSONEntry(out []byte, entry []byte, m *pbMsg) ([]byte, bool)
 	if len(m.fields) != 2 {
 		return out, false
 	}
-	kv, kt, kfound, ok := lastField(entry, 1)
-	if !ok {
+	kv, kt, kfound, bad := lastField(entry, 1, anyWire)
+	if bad != "" {
 		return out, false
 	}
 	var key []byte
@@ -1075,8 +984,8 @@ func (d *Decoder) pbJSONEntry(out []byte, entry []byte, m *pbMsg) ([]byte, bool)
 	}
 	out = appendJacksonString(out, key)
 	out = append(out, ':')
-	vv, vt, vfound, ok := lastField(entry, 2)
-	if !ok {
+	vv, vt, vfound, bad := lastField(entry, 2, anyWire)
+	if bad != "" {
 		return out, false
 	}
 	vtyp := m.fields[1].t

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/reemit"
 )
 
@@ -30,24 +29,8 @@ whose state.dir holds keyed partitions, one after the other, then start `+"`run`
 again. A partition whose state is behind the job's committed position (a
 kill -9) is refused: start `+"`run`"+`, wait for /readyz 200, stop it with
 SIGTERM, and run reemit again.`)
-		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required)")
-		logger := logFlags(fs, stderr)
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if *cfgPath == "" {
-			fs.Usage()
-			return fmt.Errorf("cdcjoin reemit: --config is required: %w", errUsage)
-		}
-		log, err := logger()
+		cfg, log, err := kafkaJobFlags(fs, stderr).open(fs, args)
 		if err != nil {
-			return err
-		}
-		cfg, err := config.Load(*cfgPath)
-		if err != nil {
-			return err
-		}
-		if err := cfg.ValidateForKafka(); err != nil {
 			return err
 		}
 		rep, err := reemit.Run(ctx, cfg, log)

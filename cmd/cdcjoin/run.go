@@ -40,25 +40,10 @@ Start more instances with the same config (and their own state.dir) to scale
 out: Kafka's consumer groups spread the partitions. SIGINT/SIGTERM drain:
 in-flight batches are finished and committed before exit. Metrics, /healthz
 and /readyz are served on kafka.metrics_addr.`)
-		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required)")
+		job := kafkaJobFlags(fs, stderr)
 		output := fs.String("output", "-", "JSON-lines output `file` when the config has no clickhouse section (- is stdout)")
-		logger := logFlags(fs, stderr)
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if *cfgPath == "" {
-			fs.Usage()
-			return fmt.Errorf("cdcjoin run: --config is required: %w", errUsage)
-		}
-		log, err := logger()
+		cfg, log, err := job.open(fs, args)
 		if err != nil {
-			return err
-		}
-		cfg, err := config.Load(*cfgPath)
-		if err != nil {
-			return err
-		}
-		if err := cfg.ValidateForKafka(); err != nil {
 			return err
 		}
 		opts := kafkarun.Options{Logger: log, Ready: &metrics.Readiness{}}
@@ -87,7 +72,7 @@ and /readyz are served on kafka.metrics_addr.`)
 			defer s.Close()
 			opts.Sink = s
 		}
-		log.Info("cdcjoin starting", "version", version, "config", *cfgPath, "brokers", strings.Join(cfg.Kafka.Brokers, ","))
+		log.Info("cdcjoin starting", "version", version, "config", *job.config, "brokers", strings.Join(cfg.Kafka.Brokers, ","))
 		err = kafkarun.Run(ctx, cfg, opts)
 		if err != nil {
 			return err
@@ -140,6 +125,46 @@ func openTable(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]row
 
 // logFlags adds --log-format and --log-level to fs and returns the function
 // that makes the logger they describe (call it after parsing).
+// kafkaJob is the opener of the subcommands that work on a Kafka job
+// (run, reemit): its --config and log flags.
+type kafkaJob struct {
+	config *string
+	logger func() (*slog.Logger, error)
+}
+
+// kafkaJobFlags defines kafkaJob's flags on fs (logs to stderr).
+func kafkaJobFlags(fs *flag.FlagSet, stderr io.Writer) kafkaJob {
+	return kafkaJob{
+		config: fs.String("config", "", "job configuration (YAML) `file` (required)"),
+		logger: logFlags(fs, stderr),
+	}
+}
+
+// open parses args and returns the job --config names, loaded and
+// validated for Kafka, and the logger the flags ask for. Without --config
+// it prints the usage and returns errUsage.
+func (j kafkaJob) open(fs *flag.FlagSet, args []string) (*config.Config, *slog.Logger, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if *j.config == "" {
+		fs.Usage()
+		return nil, nil, fmt.Errorf("cdcjoin %s: --config is required: %w", fs.Name(), errUsage)
+	}
+	log, err := j.logger()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := config.Load(*j.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cfg.ValidateForKafka(); err != nil {
+		return nil, nil, err
+	}
+	return cfg, log, nil
+}
+
 func logFlags(fs *flag.FlagSet, w io.Writer) func() (*slog.Logger, error) {
 	format := fs.String("log-format", "text", "log format: text or json (logs go to stderr)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")

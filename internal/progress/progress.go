@@ -23,9 +23,6 @@ type Counts struct{ Missing, Extra, Different int }
 // Integer parent keys are encoded as the job's integer keys, others as
 // strings.
 func ByPartition(want, got []cdcgen.JoinedRow, partitions int32) map[int32]*Counts {
-	w, g := slices.Clone(want), slices.Clone(got)
-	cdcgen.SortRows(w)
-	cdcgen.SortRows(g)
 	out := map[int32]*Counts{}
 	at := func(k cdcgen.RowKey) *Counts {
 		p := Partition(k.Parent, partitions)
@@ -34,32 +31,16 @@ func ByPartition(want, got []cdcgen.JoinedRow, partitions int32) map[int32]*Coun
 		}
 		return out[p]
 	}
-	i, j := 0, 0
-	for i < len(w) || j < len(g) {
-		c := 0
+	cdcgen.EachDifference(want, got, func(w, g *cdcgen.JoinedRow) {
 		switch {
-		case i == len(w):
-			c = 1
-		case j == len(g):
-			c = -1
+		case g == nil:
+			at(w.Key).Missing++
+		case w == nil:
+			at(g.Key).Extra++
 		default:
-			c = w[i].Key.Compare(g[j].Key)
+			at(w.Key).Different++
 		}
-		switch {
-		case c < 0:
-			at(w[i].Key).Missing++
-			i++
-		case c > 0:
-			at(g[j].Key).Extra++
-			j++
-		default:
-			if !slices.Equal(w[i].Values, g[j].Values) {
-				at(w[i].Key).Different++
-			}
-			i++
-			j++
-		}
-	}
+	})
 	return out
 }
 
