@@ -34,7 +34,9 @@ and writes upserts and retractions to ClickHouse (the config's clickhouse
 section) or, without one, as JSON lines to --output. A job written as SQL that
 compiles to a multi-stage plan (cdcjoin explain) runs one such join stage per
 plan stage, each on its own keyed topic "<group>.s<n>.keyed" and consumer
-group "<group>-s<n>", the intermediate results keyed through Kafka.
+group "<group>-s<n>", the intermediate results keyed through Kafka. A time
+join (time_join) keys its events with watermark records into an uncompacted
+keyed topic and inserts each joined row once (ClickHouse mode insert).
 
 Start more instances with the same config (and their own state.dir) to scale
 out: Kafka's consumer groups spread the partitions. SIGINT/SIGTERM drain:
