@@ -23,7 +23,8 @@ deps:
 	scripts/deps.sh
 
 ## e2e: PostgreSQL → Debezium → Kafka → cdcjoin → ClickHouse on loopback, with a
-## kill -9 restart; ClickHouse must equal PostgreSQL's join row for row (INNER, LEFT).
+## kill -9 restart; ClickHouse must equal PostgreSQL's join row for row (INNER, LEFT, and
+## a three-table job written as SQL: LEFT JOIN with a condition in ON and WHERE filters).
 e2e: deps
 	bash e2e/run.sh
 

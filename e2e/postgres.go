@@ -254,3 +254,15 @@ func shortArgs(args []any) string {
 	}
 	return "[" + strings.Join(b, " ") + "]"
 }
+
+// QueryText runs the query q and returns its rows with the columns cols
+// (q's output names) as text, unsorted: the oracle of a job written as SQL
+// is PostgreSQL's own answer to the job's query (compare with Diff, as
+// multisets).
+func (p *Postgres) QueryText(ctx context.Context, q string, cols []string) ([]Row, error) {
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = `q."` + strings.ReplaceAll(c, `"`, `""`) + `"::text`
+	}
+	return p.query(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM ("+q+") q", len(cols))
+}

@@ -6,7 +6,9 @@
 # (e2e/cmd/cdcjoin-e2e), and runs the driver, which prepares a fresh source
 # database, registers connectors (schemas on; and off for the typed join),
 # runs `cdcjoin run` for deploy/local/e2e-inner.yaml, e2e-left.yaml and the
-# typed joins e2e-types-on.yaml / e2e-types-off.yaml, applies the workload
+# typed joins e2e-types-on.yaml / e2e-types-off.yaml and the job written as
+# SQL over three tables e2e-records.yaml (a multi-stage plan: users ⋈ domains
+# ⟕ dns_records with conditions in ON and WHERE), applies the workload
 # with a kill -9 restart, waits until cdcjoin caught up, compares ClickHouse
 # with PostgreSQL row for row and column for column, runs the negative
 # controls and prints the report.
@@ -97,6 +99,7 @@ c() { echo "$CONF/$1"; } # c NAME: the rewritten config
 "$ROOT/bin/cdcjoin-e2e" -cdcjoin "$bin" -seed "${E2E_SEED:-1}" -logdir "$OUT" \
 	-configs "$(c e2e-inner.yaml),$(c e2e-left.yaml)" \
 	-type-configs "$(c e2e-types-on.yaml),$(c e2e-types-off.yaml)" \
+	-plan-configs "$(c e2e-records.yaml)" \
 	${E2E_ARGS:-} 2>&1 | tee "$OUT/driver.log"
 if [ "${E2E_AVRO:-1}" != 0 ]; then
 	say "second pass: Debezium writing Avro through the schema registry"

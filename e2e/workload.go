@@ -57,7 +57,17 @@ type Workload struct {
 	nextDomain int64
 	hot        int64 // the hot user's id (0 until HotUser)
 	protected  map[int64]bool
+
+	// dns_records (the multi-table job's third table), from a random
+	// stream of their own: the users/domains statements are those of a
+	// workload without records.
+	rrng       *rand.Rand
+	records    map[int64]record
+	nextRecord int64
 }
+
+// record is a dns_records row of the model: its domain (0: NULL).
+type record struct{ domain int64 }
 
 // Marker rows: MarkerUser and MarkerDomain exist from schema.sql on and are
 // never deleted or re-keyed, so a final transaction touching both can mark
@@ -77,6 +87,9 @@ func NewWorkload(seed uint64, size Size) *Workload {
 		nextUser:   4,
 		nextDomain: 5,
 		protected:  map[int64]bool{MarkerUser: true, 3: true},
+		rrng:       rand.New(rand.NewPCG(seed^0x5bd1e995, seed+0x2545f4914f6cdd1d)),
+		records:    map[int64]record{1: {1}, 2: {1}, 3: {4}, 4: {0}},
+		nextRecord: 5,
 	}
 	// schema.sql's example rows.
 	for id, n := range map[int64][2]string{1: {"Egor", "Myasnik"}, 2: {"Pavel", "Hvastun"}, 3: {"Mitya", "Volk"}} {
@@ -300,6 +313,111 @@ func (w *Workload) rekeyDomain(id int64) Stmt {
 // row Debezium sends domain_name as __debezium_unavailable_value.
 func (w *Workload) priceOnly(id int64) Stmt {
 	return Stmt{`UPDATE domains SET price = $2::numeric WHERE id = $1`, []any{id, w.price()}}
+}
+
+// --- dns_records ---
+
+var rtypes = []string{"A", "AAAA", "MX", "TXT", "CNAME", "txt", ""}
+
+// recordDomain picks a record's domain: mostly an existing one, sometimes
+// none (NULL), one that does not exist (yet), or a hot domain.
+func (w *Workload) recordDomain() any {
+	switch r := w.rrng.IntN(20); {
+	case r == 0:
+		return nil
+	case r == 1:
+		return w.nextDomain + int64(w.rrng.IntN(3))
+	}
+	ks := sortedKeys(w.domains)
+	if len(ks) == 0 {
+		return int64(1)
+	}
+	return ks[w.rrng.IntN(len(ks))]
+}
+
+func domainOf(v any) int64 {
+	if id, ok := v.(int64); ok {
+		return id
+	}
+	return 0
+}
+
+func (w *Workload) ttl() any {
+	if w.rrng.IntN(8) == 0 {
+		return nil
+	}
+	return []int{60, 300, 3600, 86400}[w.rrng.IntN(4)]
+}
+
+func (w *Workload) insertRecord() Stmt {
+	id := w.nextRecord
+	w.nextRecord++
+	dom := w.recordDomain()
+	w.records[id] = record{domainOf(dom)}
+	return Stmt{`INSERT INTO dns_records (id, domain_id, rtype, ttl, value) VALUES ($1, $2::bigint, $3, $4::int, $5)`,
+		[]any{id, dom, rtypes[w.rrng.IntN(len(rtypes))], w.ttl(), fmt.Sprintf("192.0.2.%d", w.rrng.IntN(256))}}
+}
+
+func (w *Workload) anyRecord() (int64, bool) {
+	ks := sortedKeys(w.records)
+	if len(ks) == 0 {
+		return 0, false
+	}
+	return ks[w.rrng.IntN(len(ks))], true
+}
+
+// recordStmt is a random change of dns_records: an insert, a change of its
+// type or TTL (into or out of the join's conditions), a move to another
+// domain (or none), a delete, a primary-key change, or a change outside the
+// query's columns.
+func (w *Workload) recordStmt() Stmt {
+	id, ok := w.anyRecord()
+	r := w.rrng.IntN(100)
+	if !ok || r < 30 {
+		return w.insertRecord()
+	}
+	switch {
+	case r < 50:
+		return Stmt{`UPDATE dns_records SET rtype = $2 WHERE id = $1`, []any{id, rtypes[w.rrng.IntN(len(rtypes))]}}
+	case r < 60:
+		return Stmt{`UPDATE dns_records SET ttl = $2::int WHERE id = $1`, []any{id, w.ttl()}}
+	case r < 75:
+		dom := w.recordDomain()
+		w.records[id] = record{domainOf(dom)}
+		return Stmt{`UPDATE dns_records SET domain_id = $2::bigint WHERE id = $1`, []any{id, dom}}
+	case r < 88:
+		delete(w.records, id)
+		return Stmt{`DELETE FROM dns_records WHERE id = $1`, []any{id}}
+	case r < 93:
+		nid := w.nextRecord
+		w.nextRecord++
+		w.records[nid] = w.records[id]
+		delete(w.records, id)
+		return Stmt{`UPDATE dns_records SET id = $2 WHERE id = $1`, []any{id, nid}}
+	}
+	return Stmt{`UPDATE dns_records SET value = value || '.' WHERE id = $1`, []any{id}}
+}
+
+// BaseRecords is the dns_records part of the data loaded before the
+// connector is registered: n records (after BaseLoad, so that most point
+// at existing domains).
+func (w *Workload) BaseRecords(n int) Tx {
+	tx := Tx{Name: "base load dns_records"}
+	for i := 0; i < n; i++ {
+		tx.Stmts = append(tx.Stmts, w.insertRecord())
+	}
+	return tx
+}
+
+// WithRecords appends 0–2 random dns_records statements to each of txs
+// (from the records' own random stream).
+func (w *Workload) WithRecords(txs []Tx) []Tx {
+	for i := range txs {
+		for k := w.rrng.IntN(3); k > 0; k-- {
+			txs[i].Stmts = append(txs[i].Stmts, w.recordStmt())
+		}
+	}
+	return txs
 }
 
 // --- transactions ---

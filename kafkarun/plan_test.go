@@ -16,8 +16,10 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/internal/testkit"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
+	"github.com/cdcjoin/cdcjoin/stage"
 )
 
 // The run oracle of multi-stage plans: a seeded cdcgen four-table history
@@ -100,7 +102,7 @@ func TestPlanRunOracle(t *testing.T) {
 	// Chains and stars of three and four tables, INNER/LEFT/RIGHT/FULL,
 	// conditions in ON and WHERE, materializers (FULL and RIGHT joins pad
 	// rows at keys that move).
-	names := []string{"chain-full-full", "chain-left-right", "star-left-full", "star-right-inner", "chain4"}
+	names := []string{"chain-full-full", "chain-left-right", "star-left-full", "star-right-inner", "chain4-outer", "many-to-many"}
 	if testing.Short() {
 		names = []string{"chain-full-full", "star-left-full"}
 	}
@@ -211,6 +213,18 @@ func runPlanOracle(t *testing.T, seed int64, sql string, truncates, control bool
 		stall = 30 * time.Second // it never converges: the wait ends at the stall
 	}
 	diff, err := m.waitEqual(want, stall, in1)
+	if !control {
+		// The second instance owns every stage's partitions now (the
+		// first stopped), and its status names their stages.
+		st, _ := in1.ready.Status().(kafkarun.Status)
+		stages := map[int]int{}
+		for _, p := range st.Join {
+			stages[p.Stage]++
+		}
+		if n := stage.Stages(cfg0.Plan()); len(stages) != n || stages[0] > 0 {
+			t.Errorf("seed %d: the status names partitions of stages %v; want every stage 1..%d", seed, stages, n)
+		}
+	}
 	if !stopped {
 		in.stop(t)
 	}

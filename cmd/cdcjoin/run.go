@@ -31,7 +31,10 @@ Consumes the parent and child Debezium topics (kafka.brokers), keys every
 change by the join key into the compacted "<group>.keyed" topic (Kafka
 transactions), joins per keyed partition on local pebble state in state.dir,
 and writes upserts and retractions to ClickHouse (the config's clickhouse
-section) or, without one, as JSON lines to --output.
+section) or, without one, as JSON lines to --output. A job written as SQL that
+compiles to a multi-stage plan (cdcjoin explain) runs one such join stage per
+plan stage, each on its own keyed topic "<group>.s<n>.keyed" and consumer
+group "<group>-s<n>", the intermediate results keyed through Kafka.
 
 Start more instances with the same config (and their own state.dir) to scale
 out: Kafka's consumer groups spread the partitions. SIGINT/SIGTERM drain:

@@ -52,3 +52,25 @@ INSERT INTO domains (id, user_id, domain_name, registered_at, price) VALUES
     (3, 1, 'Stoppage',     '2024-02-02 14:45:00+00', 100.00),
     (4, 3, 'Cancellation', '2024-03-21 18:00:00+00',  0.99);
 SELECT setval('domains_id_seq', 4);
+
+-- dns_records: the third table of the multi-table e2e job
+-- (deploy/local/e2e-records.yaml: users ⋈ domains ⟕ dns_records with
+-- conditions in ON and WHERE). REPLICA IDENTITY DEFAULT; domain_id is
+-- nullable and has no REFERENCES: records move between domains, point at
+-- domains that do not exist (yet), or at none.
+CREATE TABLE dns_records (
+    id        bigserial PRIMARY KEY,
+    domain_id bigint,
+    rtype     text,
+    ttl       integer,
+    value     text
+);
+ALTER TABLE dns_records REPLICA IDENTITY DEFAULT;
+CREATE INDEX dns_records_domain_id ON dns_records (domain_id);
+
+INSERT INTO dns_records (id, domain_id, rtype, ttl, value) VALUES
+    (1, 1, 'A',   300,  '192.0.2.1'),
+    (2, 1, 'TXT', 60,   'v=spf1 -all'),
+    (3, 4, 'MX',  NULL, 'mx.example'),
+    (4, NULL, 'A', 3600, '192.0.2.9');
+SELECT setval('dns_records_id_seq', 4);

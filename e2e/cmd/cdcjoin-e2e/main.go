@@ -20,6 +20,13 @@
 //     config's table and the last typed one, and requires the comparison to
 //     fail), prints the report.
 //
+// -plan-configs are jobs written as SQL over users, domains and
+// dns_records (multi-stage plans): the connector then captures
+// dns_records too, the workload loads and changes records (from a random
+// stream of their own), and each such job's table is compared with
+// PostgreSQL's answer to the job's own query (and tampered with in the
+// negative control).
+//
 // It exits 0 when every comparison passed and the negative control failed
 // as it must; 1 otherwise. Servers come from the CDCJOIN_* environment
 // variables written by deploy/local/stack.sh (deploy/local/.run/env).
@@ -42,6 +49,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/e2e"
+	"github.com/cdcjoin/cdcjoin/kafkarun"
 )
 
 type job struct {
@@ -50,11 +58,15 @@ type job struct {
 	proc  *e2e.Process
 	src   []string // its source topics
 	typed bool     // a join of the type tables (compared in canonical form)
+	// plan: the Kafka names of a job written as SQL (a multi-stage plan),
+	// compared with PostgreSQL's answer to its query; nil otherwise.
+	plan *kafkarun.PlanNames
 }
 
 type options struct {
 	bin, configs, connector, schema, db, logDir string
 	typeConfigs, typesSchema, typesDML          string
+	planConfigs                                 string
 	seed                                        uint64
 	size                                        e2e.Size
 	kill, negative                              bool
@@ -74,6 +86,7 @@ func main() {
 	flag.StringVar(&o.schema, "schema", "deploy/local/schema.sql", "schema of the source database")
 	flag.StringVar(&o.typeConfigs, "type-configs", "deploy/local/e2e-types-on.yaml,deploy/local/e2e-types-off.yaml",
 		"comma-separated cdcjoin configs of the type tables' join (empty: no typed phase); a config whose topic prefix is not the connector's gets a second connector, with schemas off")
+	flag.StringVar(&o.planConfigs, "plan-configs", "", "comma-separated cdcjoin configs written as SQL over users, domains and dns_records (multi-stage plans; empty: none)")
 	flag.StringVar(&o.typesSchema, "types-schema", "deploy/local/types.sql", "schema and rows of the type tables")
 	flag.StringVar(&o.typesDML, "types-dml", "deploy/local/types-dml.sql", "change script of the type tables")
 	flag.StringVar(&o.db, "db", "e2e", "source database (dropped and recreated)")
@@ -139,6 +152,10 @@ func run(ctx context.Context, o options) (err error) {
 		if cfg.ClickHouse == nil || cfg.ClickHouse.Mode != config.ModeUpsert {
 			return nil, fmt.Errorf("cdcjoin: e2e: %s: needs a clickhouse section in upsert mode", p)
 		}
+		if cfg.Plan() != nil {
+			names := kafkarun.NamesOf(cfg)
+			return &job{path: p, cfg: cfg, src: names.Sources, plan: &names}, nil
+		}
 		return &job{path: p, cfg: cfg, src: []string{cfg.Parent.Topic, cfg.Child.Topic}, typed: typed}, nil
 	}
 	var jobs, typedJobs []*job
@@ -177,7 +194,26 @@ func run(ctx context.Context, o options) (err error) {
 		typedPrefixes[tp] = true
 		typedJobs = append(typedJobs, j)
 	}
-	allJobs := append(append([]*job(nil), jobs...), typedJobs...)
+	var planJobs []*job
+	for _, p := range strings.Split(o.planConfigs, ",") {
+		if p == "" {
+			continue
+		}
+		j, err := load(p, false)
+		if err != nil {
+			return err
+		}
+		if j.plan == nil {
+			return fmt.Errorf("cdcjoin: e2e: %s: -plan-configs takes jobs written as SQL that compile to multi-stage plans", p)
+		}
+		for _, t := range j.src {
+			if t != src[0] && t != src[1] && t != prefix+".public.dns_records" {
+				return fmt.Errorf("cdcjoin: e2e: %s: reads %s; plan configs read %s, %s and %s.public.dns_records", p, t, src[0], src[1], prefix)
+			}
+		}
+		planJobs = append(planJobs, j)
+	}
+	allJobs := append(append(append([]*job(nil), jobs...), typedJobs...), planJobs...)
 	var typedSrc []string
 	for _, j := range typedJobs {
 		typedSrc = append(typedSrc, j.src...)
@@ -227,7 +263,18 @@ func run(ctx context.Context, o options) (err error) {
 	topics = append(append(topics, src...), typedSrc...)
 	for _, j := range allJobs {
 		k := &j.cfg.Kafka
-		topics = append(topics, k.KeyedTopic(), k.ChildIndexTopic())
+		if j.plan != nil {
+			topics = append(append(topics, j.plan.Keyed...), j.plan.Index...)
+			groups = append(groups, j.plan.Groups...)
+			if err := ch.DropTable(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table); err != nil {
+				return err
+			}
+			if err := os.RemoveAll(j.cfg.State.Dir); err != nil {
+				return fmt.Errorf("cdcjoin: e2e: %w", err)
+			}
+			continue
+		}
+		topics = append(topics, k.KeyedTopic(), k.ChildIndexTopic(), k.ParentIndexTopic())
 		if j.cfg.Errors.DLQTopic != "" {
 			topics = append(topics, j.cfg.Errors.DLQTopic)
 		}
@@ -239,6 +286,9 @@ func run(ctx context.Context, o options) (err error) {
 		if err := os.RemoveAll(j.cfg.State.Dir); err != nil {
 			return fmt.Errorf("cdcjoin: e2e: %w", err)
 		}
+	}
+	if len(planJobs) > 0 {
+		topics = append(topics, prefix+".public.dns_records")
 	}
 	if err := adm.DeleteGroups(ctx, groups...); err != nil {
 		return err
@@ -267,6 +317,15 @@ func run(ctx context.Context, o options) (err error) {
 	if _, err := apply(wl.BaseLoad()...); err != nil {
 		return err
 	}
+	// The records' statements, only with plan jobs (the other jobs' runs
+	// stay what they were).
+	records := func(txs []e2e.Tx) []e2e.Tx { return txs }
+	if len(planJobs) > 0 {
+		if _, err := apply(wl.BaseRecords(o.size.BaseDomains / 2)); err != nil {
+			return err
+		}
+		records = wl.WithRecords
+	}
 	logf("prepared database %s (base load: %d rows) in %v", o.db, rep.sourceRows, time.Since(t0).Round(time.Millisecond))
 
 	// --- connector and cdcjoin ---
@@ -288,6 +347,9 @@ func run(ctx context.Context, o options) (err error) {
 	// The main connector (schemas as the worker says: on), and one with
 	// schemas off per other typed prefix.
 	tables := "public.users,public.domains"
+	if len(planJobs) > 0 {
+		tables += ",public.dns_records"
+	}
 	if typedPrefixes[prefix] {
 		tables += ",public.type_parents,public.type_children"
 	}
@@ -399,7 +461,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	n := o.size.RandomTxs
-	if _, err := apply(wl.Random(n * 2 / 5)...); err != nil {
+	if _, err := apply(records(wl.Random(n * 2 / 5))...); err != nil {
 		return err
 	}
 	if _, err := apply(wl.HotRename()); err != nil {
@@ -416,7 +478,7 @@ func run(ctx context.Context, o options) (err error) {
 		rep.killedAt = time.Since(t0)
 		logf("kill -9 every cdcjoin")
 	}
-	if _, err := apply(wl.Random(n / 5)...); err != nil {
+	if _, err := apply(records(wl.Random(n / 5))...); err != nil {
 		return err
 	}
 	if _, err := apply(typedTxs[half:]...); err != nil {
@@ -466,7 +528,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		logf("schema changes: %d statements of %s", len(applied), o.alter)
 	}
-	if _, err := apply(wl.Random(n - n*2/5 - n/5)...); err != nil {
+	if _, err := apply(records(wl.Random(n - n*2/5 - n/5))...); err != nil {
 		return err
 	}
 	if _, err := apply(wl.HotRename()); err != nil {
@@ -506,6 +568,12 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	for _, j := range allJobs {
+		if j.plan != nil {
+			if err := waitKeyed(ctx, adm, j, alive); err != nil {
+				return err
+			}
+			continue // its stages: compareUntilEqual below
+		}
 		n, err := waitCaughtUp(ctx, adm, w, j, j.src, alive, nudge(j))
 		rep.nudges += n
 		if err != nil {
@@ -514,11 +582,21 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	var failures []string
 	for _, j := range allJobs {
-		d, err := compareUntilEqual(ctx, pg, ch, j, 30*time.Second)
+		limit := 30 * time.Second
+		if j.plan != nil {
+			// No catch-up wait for the stages after the first: the
+			// comparison itself waits (on the table, up to limit).
+			limit = 3 * time.Minute
+		}
+		d, err := compareUntilEqual(ctx, pg, ch, j, limit)
 		if err != nil {
 			return err
 		}
-		logf("%s (%s join): %s", j.cfg.Name, j.cfg.Join, d.Report(10))
+		kind := string(j.cfg.Join) + " join"
+		if j.plan != nil {
+			kind = fmt.Sprintf("SQL, %d stages", len(j.plan.Keyed))
+		}
+		logf("%s (%s): %s", j.cfg.Name, kind, d.Report(10))
 		if !d.Equal() {
 			failures = append(failures, j.cfg.Name)
 		}
@@ -538,10 +616,14 @@ func run(ctx context.Context, o options) (err error) {
 		if len(typedJobs) > 0 {
 			controls = append(controls, typedJobs[len(typedJobs)-1])
 		}
+		controls = append(controls, planJobs...)
 		for _, j := range controls {
 			cols, corrupt := e2e.Columns, "firstname"
-			if j.typed {
+			switch {
+			case j.typed:
 				cols, corrupt = e2e.TypedColumnNames(), "txt"
+			case j.plan != nil:
+				cols = j.cfg.OutputNames()
 			}
 			k, err := ch.TamperColumns(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table, cols, corrupt)
 			if err != nil {
@@ -657,7 +739,41 @@ func waitCaughtUp(ctx context.Context, adm *e2e.Admin, w *e2e.Watcher, j *job, s
 	return nudges, err
 }
 
+// waitKeyed waits until a plan job's keying group has consumed its source
+// topics (lag 0).
+func waitKeyed(ctx context.Context, adm *e2e.Admin, j *job, alive func() error) error {
+	var last string
+	err := waitFor(ctx, j.cfg.Name+" keyed", 2*time.Minute, func() (bool, error) {
+		if err := alive(); err != nil {
+			return false, err
+		}
+		kl, err := adm.Lag(ctx, j.cfg.Kafka.KeyingGroup(), j.src...)
+		if err != nil {
+			return false, err
+		}
+		last = fmt.Sprintf("keying lag %d", kl.Records)
+		return kl.Records == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last: %s)", err, last)
+	}
+	logf("%s keyed (keying lag 0)", j.cfg.Name)
+	return nil
+}
+
 func compare(ctx context.Context, pg *e2e.Postgres, ch *e2e.ClickHouse, j *job) (*e2e.Difference, error) {
+	if j.plan != nil {
+		names := j.cfg.OutputNames()
+		want, err := pg.QueryText(ctx, j.cfg.Query, names)
+		if err != nil {
+			return nil, err
+		}
+		got, err := ch.RowsOf(ctx, j.cfg.ClickHouse.Database, j.cfg.ClickHouse.Table+"_current", names)
+		if err != nil {
+			return nil, err
+		}
+		return e2e.Diff(want, got), nil
+	}
 	read, oracle := ch.Rows, pg.Join
 	if j.typed {
 		read, oracle = ch.TypedRows, pg.TypedJoin
