@@ -8,16 +8,10 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 
-import org.apache.flink.api.common.JobExecutionResult;
-import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
-import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.table.api.EnvironmentSettings;
 import org.apache.flink.table.api.TableResult;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.types.Row;
@@ -78,22 +72,7 @@ public final class IntervalJoinPeer {
   }
 
   static void run(Args a, PrintStream out) throws Exception {
-    Map<String, String> conf = new LinkedHashMap<>();
-    conf.put("execution.runtime-mode", "STREAMING");
-    conf.put("parallelism.default", Integer.toString(a.parallelism));
-    conf.put("state.backend.type", "rocksdb");
-    conf.put("state.backend.rocksdb.localdir", a.stateDir.toAbsolutePath().toString());
-    conf.putAll(a.conf);
-    Configuration configuration = Configuration.fromMap(conf);
-    StreamExecutionEnvironment env =
-        StreamExecutionEnvironment.getExecutionEnvironment(configuration);
-    StreamTableEnvironment tEnv =
-        StreamTableEnvironment.create(
-            env,
-            EnvironmentSettings.newInstance()
-                .inStreamingMode()
-                .withConfiguration(configuration)
-                .build());
+    StreamTableEnvironment tEnv = PeerMain.tableEnvironment(a, Map.of());
     tEnv.executeSql(table("l", a.left, a.oooMs));
     tEnv.executeSql(table("r", a.right, a.oooMs));
     String join =
@@ -104,50 +83,39 @@ public final class IntervalJoinPeer {
             + " AND l.ts "
             + interval(a.upperMs);
 
-    long t0 = System.nanoTime();
-    StringBuilder result = new StringBuilder();
-    result.append("{\"sink\":\"").append(a.sink).append('"');
-    JobClient job;
-    if (a.sink.equals("blackhole")) {
-      tEnv.executeSql("CREATE TABLE sink (lv STRING, rv STRING) WITH ('connector' = 'blackhole')");
-      TableResult r = tEnv.executeSql("INSERT INTO sink " + join);
-      job = r.getJobClient().orElseThrow();
-    } else {
-      TableResult r = tEnv.executeSql(join);
-      job = r.getJobClient().orElseThrow();
-      long rows = 0;
-      try (CloseableIterator<Row> it = r.collect();
-          Writer w =
-              new BufferedWriter(
-                  new OutputStreamWriter(Files.newOutputStream(a.out), StandardCharsets.UTF_8),
-                  1 << 20)) {
-        while (it.hasNext()) {
-          Row row = it.next();
-          if (row.getKind() != RowKind.INSERT) {
-            throw new IllegalStateException("an interval join emitted " + row.getKind());
+    PeerMain.report(
+        out,
+        a,
+        result -> {
+          if (a.sink.equals("blackhole")) {
+            tEnv.executeSql(
+                "CREATE TABLE sink (lv STRING, rv STRING) WITH ('connector' = 'blackhole')");
+            return tEnv.executeSql("INSERT INTO sink " + join).getJobClient().orElseThrow();
           }
-          StringBuilder b = new StringBuilder(64).append("{\"lv\":");
-          value(b, row.getField(0));
-          b.append(",\"rv\":");
-          value(b, row.getField(1));
-          w.write(b.append("}\n").toString());
-          rows++;
-        }
-      }
-      result.append(",\"rows\":").append(rows);
-    }
-    JobExecutionResult jr = job.getJobExecutionResult().get();
-    long t1 = System.nanoTime();
-    result
-        .append(",\"job_seconds\":")
-        .append(jr.getNetRuntime(TimeUnit.MILLISECONDS) / 1e3)
-        .append(",\"submit_seconds\":")
-        .append((t1 - t0) / 1e9)
-        .append(",\"parallelism\":")
-        .append(a.parallelism)
-        .append('}');
-    out.println(result);
-    out.flush();
+          TableResult r = tEnv.executeSql(join);
+          JobClient job = r.getJobClient().orElseThrow();
+          long rows = 0;
+          try (CloseableIterator<Row> it = r.collect();
+              Writer w =
+                  new BufferedWriter(
+                      new OutputStreamWriter(Files.newOutputStream(a.out), StandardCharsets.UTF_8),
+                      1 << 20)) {
+            while (it.hasNext()) {
+              Row row = it.next();
+              if (row.getKind() != RowKind.INSERT) {
+                throw new IllegalStateException("an interval join emitted " + row.getKind());
+              }
+              StringBuilder b = new StringBuilder(64).append("{\"lv\":");
+              value(b, row.getField(0));
+              b.append(",\"rv\":");
+              value(b, row.getField(1));
+              w.write(b.append("}\n").toString());
+              rows++;
+            }
+          }
+          result.append(",\"rows\":").append(rows);
+          return job;
+        });
   }
 
   static void value(StringBuilder b, Object v) {
@@ -159,71 +127,46 @@ public final class IntervalJoinPeer {
   }
 
   /** Command-line arguments. */
-  static final class Args {
+  static final class Args extends PeerMain.CommonArgs {
     static final String USAGE =
         "usage: IntervalJoinPeer --left FILE --right FILE --lower-ms N --upper-ms N --ooo-ms N\n"
             + "         --state-dir DIR [--join inner|left] [--parallelism N]\n"
             + "         [--sink blackhole|collect] [--out FILE] [--conf KEY=VALUE]...";
 
-    Path left, right, stateDir, out;
+    Path left, right;
     long lowerMs, upperMs, oooMs;
     boolean left_outer;
-    int parallelism = Runtime.getRuntime().availableProcessors();
-    String sink = "blackhole";
-    final Map<String, String> conf = new LinkedHashMap<>();
+    private boolean bounds;
 
     static Args parse(String[] args) {
       Args a = new Args();
-      List<String> rest = new ArrayList<>(List.of(args));
-      boolean bounds = false;
-      while (!rest.isEmpty()) {
-        String flag = rest.remove(0);
-        if (rest.isEmpty()) {
-          throw new IllegalArgumentException(flag + " needs a value");
-        }
-        String v = rest.remove(0);
-        switch (flag) {
-          case "--left" -> a.left = Path.of(v);
-          case "--right" -> a.right = Path.of(v);
-          case "--state-dir" -> a.stateDir = Path.of(v);
-          case "--out" -> a.out = Path.of(v);
-          case "--lower-ms" -> a.lowerMs = Long.parseLong(v);
-          case "--upper-ms" -> {
-            a.upperMs = Long.parseLong(v);
-            bounds = true;
-          }
-          case "--ooo-ms" -> a.oooMs = Long.parseLong(v);
-          case "--join" -> {
-            if (!v.equals("inner") && !v.equals("left")) {
-              throw new IllegalArgumentException("--join " + v + ": use inner or left");
+      a.parse(
+          args,
+          (flag, v) -> {
+            switch (flag) {
+              case "--left" -> a.left = Path.of(v);
+              case "--right" -> a.right = Path.of(v);
+              case "--lower-ms" -> a.lowerMs = Long.parseLong(v);
+              case "--upper-ms" -> {
+                a.upperMs = Long.parseLong(v);
+                a.bounds = true;
+              }
+              case "--ooo-ms" -> a.oooMs = Long.parseLong(v);
+              case "--join" -> {
+                if (!v.equals("inner") && !v.equals("left")) {
+                  throw new IllegalArgumentException("--join " + v + ": use inner or left");
+                }
+                a.left_outer = v.equals("left");
+              }
+              default -> throw new IllegalArgumentException("unknown flag " + flag);
             }
-            a.left_outer = v.equals("left");
-          }
-          case "--parallelism" -> a.parallelism = Integer.parseInt(v);
-          case "--sink" -> a.sink = v;
-          case "--conf" -> {
-            int eq = v.indexOf('=');
-            if (eq <= 0) {
-              throw new IllegalArgumentException("--conf " + v + ": want KEY=VALUE");
-            }
-            a.conf.put(v.substring(0, eq), v.substring(eq + 1));
-          }
-          default -> throw new IllegalArgumentException("unknown flag " + flag);
-        }
-      }
+          });
       List<String> errs = new ArrayList<>();
-      if (a.left == null || a.right == null || a.stateDir == null || !bounds) {
+      if (a.left == null || a.right == null || a.stateDir == null || !a.bounds) {
         errs.add("--left, --right, --upper-ms and --state-dir are required");
       }
-      if (!a.sink.equals("blackhole") && !a.sink.equals("collect")) {
-        errs.add("--sink " + a.sink + ": use blackhole or collect");
-      }
-      if (a.sink.equals("collect") && a.out == null) {
-        errs.add("--sink collect needs --out FILE");
-      }
-      if (!errs.isEmpty()) {
-        throw new IllegalArgumentException(String.join("; ", errs));
-      }
+      a.check(errs);
+      fail(errs);
       return a;
     }
   }

@@ -10,17 +10,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.TimeUnit;
 
-import org.apache.flink.api.common.JobExecutionResult;
-import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
-import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.table.api.EnvironmentSettings;
 import org.apache.flink.table.api.TableResult;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.types.Row;
@@ -58,27 +52,11 @@ public final class JoinPeer {
   }
 
   static void run(Args a, PrintStream out) throws Exception {
-    Map<String, String> conf = new LinkedHashMap<>();
-    conf.put("execution.runtime-mode", "STREAMING");
-    conf.put("parallelism.default", Integer.toString(a.parallelism));
-    conf.put("state.backend.type", "rocksdb");
-    conf.put("state.backend.rocksdb.localdir", a.stateDir.toAbsolutePath().toString());
     // Debezium delivers at least once (connector restarts, snapshot reruns): without this,
     // Flink SQL double-counts redelivered rows. It needs the PRIMARY KEYs declared below and
     // adds a ChangelogNormalize operator (keyed state of the last row per key) per source.
-    conf.put("table.exec.source.cdc-events-duplicate", "true");
-    conf.putAll(a.conf);
-    Configuration configuration = Configuration.fromMap(conf);
-
-    StreamExecutionEnvironment env =
-        StreamExecutionEnvironment.getExecutionEnvironment(configuration);
     StreamTableEnvironment tEnv =
-        StreamTableEnvironment.create(
-            env,
-            EnvironmentSettings.newInstance()
-                .inStreamingMode()
-                .withConfiguration(configuration)
-                .build());
+        PeerMain.tableEnvironment(a, Map.of("table.exec.source.cdc-events-duplicate", "true"));
 
     tEnv.executeSql(
         "CREATE TABLE users (\n"
@@ -95,40 +73,32 @@ public final class JoinPeer {
             + source(a.domains)
             + ")");
 
-    long t0 = System.nanoTime();
-    StringBuilder result = new StringBuilder();
-    result.append("{\"sink\":\"").append(a.sink).append('"');
-    JobClient job;
-    if (a.sink.equals("blackhole")) {
-      tEnv.executeSql(
-          "CREATE TABLE sink (user_id BIGINT, firstname STRING, lastname STRING,"
-              + " domain_id BIGINT, domain_name STRING) WITH ('connector' = 'blackhole')");
-      TableResult r = tEnv.executeSql("INSERT INTO sink " + JOIN);
-      job = r.getJobClient().orElseThrow();
-    } else {
-      TableResult r = tEnv.executeSql(JOIN);
-      job = r.getJobClient().orElseThrow();
-      Fold fold = new Fold();
-      try (CloseableIterator<Row> it = r.collect()) {
-        while (it.hasNext()) {
-          fold.apply(it.next());
-        }
-      }
-      fold.write(a.out);
-      result.append(",\"rows\":").append(fold.rows()).append(",\"changes\":").append(fold.changes);
-    }
-    JobExecutionResult jr = job.getJobExecutionResult().get();
-    long t1 = System.nanoTime();
-    result
-        .append(",\"job_seconds\":")
-        .append(jr.getNetRuntime(TimeUnit.MILLISECONDS) / 1e3)
-        .append(",\"submit_seconds\":")
-        .append((t1 - t0) / 1e9)
-        .append(",\"parallelism\":")
-        .append(a.parallelism)
-        .append('}');
-    out.println(result);
-    out.flush();
+    PeerMain.report(
+        out,
+        a,
+        result -> {
+          if (a.sink.equals("blackhole")) {
+            tEnv.executeSql(
+                "CREATE TABLE sink (user_id BIGINT, firstname STRING, lastname STRING,"
+                    + " domain_id BIGINT, domain_name STRING) WITH ('connector' = 'blackhole')");
+            return tEnv.executeSql("INSERT INTO sink " + JOIN).getJobClient().orElseThrow();
+          }
+          TableResult r = tEnv.executeSql(JOIN);
+          JobClient job = r.getJobClient().orElseThrow();
+          Fold fold = new Fold();
+          try (CloseableIterator<Row> it = r.collect()) {
+            while (it.hasNext()) {
+              fold.apply(it.next());
+            }
+          }
+          fold.write(a.out);
+          result
+              .append(",\"rows\":")
+              .append(fold.rows())
+              .append(",\"changes\":")
+              .append(fold.changes);
+          return job;
+        });
   }
 
   /** The WITH options of a bounded debezium-json file source on dir. */
@@ -240,7 +210,7 @@ public final class JoinPeer {
   }
 
   /** Command-line arguments. */
-  static final class Args {
+  static final class Args extends PeerMain.CommonArgs {
     static final String USAGE =
         "usage: JoinPeer --users DIR --domains DIR --state-dir DIR [--parallelism N]\n"
             + "                [--sink blackhole|collect] [--out FILE] [--conf KEY=VALUE]...\n"
@@ -251,69 +221,28 @@ public final class JoinPeer {
             + "  --sink              blackhole (timing, default) or collect (final join to --out)\n"
             + "  --conf              any Flink option, e.g. table.exec.mini-batch.enabled=true";
 
-    Path users, domains, stateDir, out;
-    int parallelism = Runtime.getRuntime().availableProcessors();
-    String sink = "blackhole";
-    final Map<String, String> conf = new LinkedHashMap<>();
+    Path users, domains;
 
     static Args parse(String[] args) {
       Args a = new Args();
-      List<String> rest = new ArrayList<>(List.of(args));
-      while (!rest.isEmpty()) {
-        String flag = rest.remove(0);
-        if (flag.equals("-h") || flag.equals("--help")) {
-          throw new IllegalArgumentException("help requested");
-        }
-        if (rest.isEmpty()) {
-          throw new IllegalArgumentException(flag + " needs a value");
-        }
-        String v = rest.remove(0);
-        switch (flag) {
-          case "--users":
-            a.users = Path.of(v);
-            break;
-          case "--domains":
-            a.domains = Path.of(v);
-            break;
-          case "--state-dir":
-            a.stateDir = Path.of(v);
-            break;
-          case "--out":
-            a.out = Path.of(v);
-            break;
-          case "--parallelism":
-            a.parallelism = Integer.parseInt(v);
-            break;
-          case "--sink":
-            a.sink = v;
-            break;
-          case "--conf":
-            int eq = v.indexOf('=');
-            if (eq <= 0) {
-              throw new IllegalArgumentException("--conf " + v + ": want KEY=VALUE");
+      a.parse(
+          args,
+          (flag, v) -> {
+            switch (flag) {
+              case "--users" -> a.users = Path.of(v);
+              case "--domains" -> a.domains = Path.of(v);
+              default -> throw new IllegalArgumentException("unknown flag " + flag);
             }
-            a.conf.put(v.substring(0, eq), v.substring(eq + 1));
-            break;
-          default:
-            throw new IllegalArgumentException("unknown flag " + flag);
-        }
-      }
+          });
       List<String> errs = new ArrayList<>();
       if (a.users == null || a.domains == null || a.stateDir == null) {
         errs.add("--users, --domains and --state-dir are required");
       }
-      if (!a.sink.equals("blackhole") && !a.sink.equals("collect")) {
-        errs.add("--sink " + a.sink + ": use blackhole or collect");
-      }
-      if (a.sink.equals("collect") && a.out == null) {
-        errs.add("--sink collect needs --out FILE");
-      }
+      a.check(errs);
       if (a.parallelism < 1) {
         errs.add("--parallelism must be >= 1");
       }
-      if (!errs.isEmpty()) {
-        throw new IllegalArgumentException(String.join("; ", errs));
-      }
+      fail(errs);
       return a;
     }
   }
