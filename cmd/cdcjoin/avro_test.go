@@ -25,10 +25,7 @@ func TestReplayAvroRegistry(t *testing.T) {
 	url := testenv.Require(t, testenv.RegistryEnv, "schema registry")
 	opts := cdcgen.DefaultOptions(7)
 	opts.SchemaMode, opts.Ops = cdcgen.SchemaOn, 2000
-	h, err := cdcgen.Generate(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := generate(t, opts)
 	stamp := fmt.Sprintf("%d", time.Now().UnixNano())
 	enc := cdcgen.NewAvroEncoder()
 	n := 0

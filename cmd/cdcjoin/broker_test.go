@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,10 +96,7 @@ func lastLine(s string) string {
 type brokerJob struct {
 	name, join, mode string // mode: upsert, changelog, jsonl
 	table, output    string
-	cmd              *exec.Cmd
-	log              *os.File
-	exited           chan error
-	metrics          string
+	*runProc         // set by start
 	// unhealthy, notReady: what /healthz and /readyz answered with 503
 	// during the outages (the first answer of each).
 	unhealthy, notReady string
@@ -128,10 +124,7 @@ func TestBrokerRestarts(t *testing.T) {
 	o := cdcgen.DefaultOptions(int64(seed))
 	o.Ops, o.Users, o.Domains = 6000, 60, 150
 	o.Mix.TruncateUsers, o.Mix.TruncateDomains = 0, 0 // undefined order across partitions
-	h, err := cdcgen.Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := generate(t, o)
 	t.Logf("%d records", len(h.Records))
 	createTopics(t, b.addr, int32(o.Partitions), cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic)
 	dir := t.TempDir()
@@ -175,8 +168,10 @@ func TestBrokerRestarts(t *testing.T) {
 	next(len(rest))
 	loader.close()
 	converge(t, conn, jobs, h, int32(o.Partitions))
-	for _, j := range jobs {
-		j.stop(t)
+	for _, j := range jobs { // SIGTERM: exit 0 within 30 s
+		if err := j.stop(30 * time.Second); err != nil {
+			t.Errorf("%s: exit after SIGTERM: %v", j.name, err)
+		}
 	}
 	if t.Failed() {
 		return
@@ -235,25 +230,7 @@ kafka:
   commit_interval: 200ms
   metrics_addr: 127.0.0.1:0
 %s`, j.name, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, j.join, filepath.Join(dir, j.name+"-state"), brokers, sink))
-	f, err := os.Create(filepath.Join(dir, j.name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.log = f
-	t.Cleanup(func() {
-		f.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(f.Name())
-			keep := filepath.Join(os.TempDir(), fmt.Sprintf("cdcjoin-%s-%s-%s.log", t.Name(), j.name, time.Now().Format("20060102-150405")))
-			if os.WriteFile(keep, b, 0o644) == nil {
-				t.Logf("%s: whole log in %s", j.name, keep)
-			}
-		}
-	})
-	j.cmd = child(t, f, append([]string{"run", "--config", cfg, "--log-level", "info"}, args...)...)
-	j.exited = make(chan error, 1)
-	go func() { j.exited <- j.cmd.Wait() }()
-	j.metrics = waitLog(t, f, 0, "serving metrics", 3*time.Minute)
+	j.runProc = startRun(t, jobLog(t, dir, j.name), append([]string{"--config", cfg, "--log-level", "info"}, args...)...)
 }
 
 // get returns the status code and body of a path of the job's metrics
@@ -272,16 +249,6 @@ func (j *brokerJob) get(path string) (int, string) {
 		sb.WriteByte('\n')
 	}
 	return resp.StatusCode, strings.TrimSpace(sb.String())
-}
-
-func (j *brokerJob) alive(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-j.exited:
-		j.exited <- err
-		t.Fatalf("%s: cdcjoin run exited: %v (log: %s)", j.name, err, j.log.Name())
-	default:
-	}
 }
 
 func (j *brokerJob) waitReady(t *testing.T, d time.Duration) {
@@ -334,68 +301,22 @@ func converge(t *testing.T, conn ch.Conn, jobs []*brokerJob, h *cdcgen.History, 
 	began := time.Now()
 	for _, j := range jobs {
 		want := cdcgen.Join(h.Final.Users, h.Final.Domains, j.join == "left")
-		var w convergeWatch
-		for {
-			j.alive(t)
-			var got []cdcgen.JoinedRow
+		rows := func() []cdcgen.JoinedRow {
 			switch j.mode {
 			case "upsert":
-				got = upsertRows(t, conn, "cdcjoin_test."+j.table)
+				return upsertRows(t, conn, "cdcjoin_test."+j.table)
 			case "changelog":
-				got = changelogRows(t, conn, "cdcjoin_test."+j.table)
-			default:
-				got = jsonlRows(t, j.output)
+				return changelogRows(t, conn, "cdcjoin_test."+j.table)
 			}
-			diff := cdcgen.Diff(want, got, 10)
-			if diff == "" {
-				t.Logf("%s: equal to the join (%d rows) %v after the last record", j.name, len(want), time.Since(began).Round(time.Millisecond))
-				break
-			}
-			if why := w.stalled(diff, scrape(j.metrics)); why != "" {
-				t.Errorf("%s: not equal to the join after the broker came back: %s:\n%s\n%s%s", j.name, why, diff, progress.Report(want, got, parts), childProgress(j.metrics))
-				break
-			}
-			time.Sleep(500 * time.Millisecond)
+			return jsonlRows(t, j.output)
 		}
-	}
-}
-
-// stop sends SIGTERM and wants exit 0 within 30 s.
-func (j *brokerJob) stop(t *testing.T) {
-	t.Helper()
-	j.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-j.exited:
-		if err != nil {
-			t.Errorf("%s: exit after SIGTERM: %v", j.name, err)
+		j.alive(t)
+		if why, diff, got := j.awaitRows(t, want, rows); why != "" {
+			t.Errorf("%s: not equal to the join after the broker came back: %s:\n%s\n%s%s", j.name, why, diff, progress.Report(want, got, parts), childProgress(j.metrics))
+			continue
 		}
-	case <-time.After(30 * time.Second):
-		j.cmd.Process.Kill()
-		t.Errorf("%s: still running 30s after SIGTERM", j.name)
+		t.Logf("%s: equal to the join (%d rows) %v after the last record", j.name, len(want), time.Since(began).Round(time.Millisecond))
 	}
-}
-
-// upsertRows reads the live rows of an upsert table (FINAL, not deleted).
-func upsertRows(t *testing.T, conn ch.Conn, table string) []cdcgen.JoinedRow {
-	t.Helper()
-	txt := func(col string) string { return "ifNull(toString(" + col + "), '\\\\N')" }
-	q := "SELECT " + strings.Join([]string{txt("user_id"), txt("firstname"), txt("lastname"), txt("domain_id"), txt("domain_name")}, ", ") +
-		" FROM " + table + " FINAL WHERE _deleted = 0"
-	rows, err := conn.Query(context.Background(), q)
-	if err != nil {
-		t.Logf("reading %s: %v", table, err)
-		return nil
-	}
-	defer rows.Close()
-	var out []cdcgen.JoinedRow
-	for rows.Next() {
-		v := make([]string, 5)
-		if err := rows.Scan(&v[0], &v[1], &v[2], &v[3], &v[4]); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, cdcgen.JoinedRow{Key: rowKey(v[0], v[3]), Values: v})
-	}
-	return out
 }
 
 // jsonlRows applies a run's JSON-lines output to a ReplacingMergeTree

@@ -4,11 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 )
@@ -20,12 +17,7 @@ import (
 // found working (exit 0 in 0.1 s) against the new shutdown paths.
 func TestSigtermDuringFanOut(t *testing.T) {
 	const children = 50000
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
-		kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := sourceCluster(t, 1)
 	user := func(op, name string) cdcgen.Record {
 		return cdcgen.Record{Topic: cdcgen.DefaultParentTopic, Key: []byte(`{"id":1}`),
 			Value: []byte(`{"before":null,"after":{"id":1,"firstname":"` + name + `","lastname":"l"},"op":"` + op + `"}`)}
@@ -51,26 +43,20 @@ kafka:
 skew: {hot_children: 0, chunk_rows: 256}
 `, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(dir, "state"), strings.Join(c.ListenAddrs(), ", ")))
 	log := childLog(t, dir)
-	start := func() (chan error, string, func()) {
-		mark := logSize(t, log)
-		cmd := child(t, log, "run", "--config", cfg, "--output", out, "--log-level", "info")
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		return exited, waitLog(t, log, mark, "serving metrics", 3*time.Minute), func() { cmd.Process.Signal(syscall.SIGTERM) }
-	}
-	exited, metrics, stop := start()
+	start := func() *runProc { return startRun(t, log, "--config", cfg, "--output", out, "--log-level", "info") }
+	p := start()
 	rows := func() int { return len(jsonlRows(t, out)) }
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Minute)
 		for !cond() {
 			select {
-			case err := <-exited:
+			case err := <-p.exited:
 				t.Fatalf("run exited while waiting for %s: %v", what, err)
 			case <-time.After(time.Second): // each look reads the whole output
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 5 minutes:\n%s", what, childProgress(metrics))
+				t.Fatalf("%s: not within 5 minutes:\n%s", what, childProgress(p.metrics))
 			}
 		}
 	}
@@ -86,21 +72,14 @@ skew: {hot_children: 0, chunk_rows: 256}
 		return n
 	}
 	waitFor("the fan-out under way", func() bool { return renamed() > 0 })
-	stop()
 	began := time.Now()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("run after SIGTERM during the fan-out: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run still up 60 s after SIGTERM during the fan-out")
+	if err := p.stop(60 * time.Second); err != nil {
+		t.Fatalf("run after SIGTERM during the fan-out: %v", err)
 	}
 	t.Logf("exit 0 %v after SIGTERM, %d of %d rows renamed by then", time.Since(began).Round(time.Millisecond), renamed(), children)
-	exited, metrics, stop = start()
+	p = start()
 	waitFor("the fan-out finished after the restart", func() bool { return renamed() == children && rows() == children })
-	stop()
-	if err := <-exited; err != nil {
+	if err := p.stop(stopWait); err != nil {
 		t.Fatalf("second run after SIGTERM: %v", err)
 	}
 }

@@ -50,6 +50,102 @@ func child(t *testing.T, log *os.File, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// runProc is a `cdcjoin run` child process a test started (startRun).
+type runProc struct {
+	cmd     *exec.Cmd
+	log     *os.File
+	exited  chan error // cmd.Wait's result, sent once
+	mark    int64      // log's size when the run started: its own lines follow
+	metrics string     // host:port of the run's metrics server
+}
+
+// startRun starts `cdcjoin run args…` (child) with its output in log and
+// returns once the run serves its metrics.
+func startRun(t *testing.T, log *os.File, args ...string) *runProc {
+	t.Helper()
+	p := &runProc{log: log, exited: make(chan error, 1), mark: logSize(t, log)}
+	p.cmd = child(t, log, append([]string{"run"}, args...)...)
+	go func() { p.exited <- p.cmd.Wait() }()
+	p.metrics = waitLog(t, log, p.mark, "serving metrics", 3*time.Minute)
+	return p
+}
+
+// alive fails the test when the run has exited.
+func (p *runProc) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		t.Fatalf("cdcjoin run exited: %v (log: %s)", err, p.log.Name())
+	default:
+	}
+}
+
+// stopWait is how long a run may take to exit after SIGTERM where a test
+// asks nothing tighter: a hang guard (the jobs' drain timeouts are 1-5 s).
+const stopWait = 5 * time.Minute
+
+// stop sends SIGTERM and returns the run's exit error (nil: exit 0). A run
+// still up d later is killed, and that is the error.
+func (p *runProc) stop(d time.Duration) error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(d):
+		p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("still running %v after SIGTERM (killed)", d)
+	}
+}
+
+// awaitRows polls rows until they equal want (why ""), or returns why the
+// run stopped converging (convergeWatch) with the last rows read and their
+// Diff. The run exiting fails the test.
+func (p *runProc) awaitRows(t *testing.T, want []cdcgen.JoinedRow, rows func() []cdcgen.JoinedRow) (why, diff string, got []cdcgen.JoinedRow) {
+	t.Helper()
+	var w convergeWatch
+	for {
+		got = rows()
+		if diff = cdcgen.Diff(want, got, 10); diff == "" {
+			return "", "", got
+		}
+		select {
+		case err := <-p.exited:
+			t.Fatalf("cdcjoin run exited: %v (log: %s)", err, p.log.Name())
+		case <-time.After(500 * time.Millisecond):
+		}
+		if why = w.stalled(diff, scrape(p.metrics)); why != "" {
+			return why, diff, got
+		}
+	}
+}
+
+// sourceCluster starts an in-process Kafka (kfake, one broker; closed when
+// the test ends) holding the default source topics, partitions each.
+// Groups may use sessions down to 500 ms: the jobs' session_timeout is
+// below Kafka's own minimum of 6 s.
+func sourceCluster(t *testing.T, partitions int32) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// generate is cdcgen.Generate(o), failing the test on an error.
+func generate(t *testing.T, o cdcgen.Options) *cdcgen.History {
+	t.Helper()
+	h, err := cdcgen.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func testSeed(t *testing.T) uint64 {
 	t.Helper()
 	if s := os.Getenv("CDCJOIN_SEED"); s != "" {
@@ -99,20 +195,12 @@ func changelogKills(t *testing.T, kills int, extra string, parentSkew float64) {
 	o.Ops, o.Users, o.Domains = 4000, 60, 150
 	o.ParentSkew = parentSkew
 	o.Mix.TruncateUsers, o.Mix.TruncateDomains = 0, 0 // undefined order across partitions (see kafkarun)
-	h, err := cdcgen.Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := generate(t, o)
 	// Session timeout 3 s (Kafka's own minimum is 6 s): with 1 s, on a
 	// machine at load 20 the in-process broker (under -race too) answered
 	// heartbeats and joins too late for any keying group session to last a
 	// transaction — a livelock of the group, not of cdcjoin (issue 24).
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
-		kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := sourceCluster(t, int32(o.Partitions))
 	dir := t.TempDir()
 	table := fmt.Sprintf("kills_%d_%d", time.Now().Unix(), seed)
 	cfg := writeFile(t, dir, "job.yaml", fmt.Sprintf(`name: kills
@@ -145,18 +233,16 @@ clickhouse:
 	for k := 0; k < kills; k++ {
 		lo, hi := k*per, min((k+1)*per, len(h.Records))
 		produceRecords(t, c.ListenAddrs(), h.Records[lo:hi])
-		mark := logSize(t, log)
-		cmd := child(t, log, "run", "--config", cfg, "--log-level", "info")
+		p := startRun(t, log, "--config", cfg, "--log-level", "info")
 		// Kill once the run joins (its partitions were assigned), at a
 		// point of the work this slice of input brings (killPoint).
-		metricsAddr := waitLog(t, log, mark, "serving metrics", 3*time.Minute)
-		waitLog(t, log, mark, "partition assigned", 3*time.Minute)
-		what := points[k].await(metricsAddr)
+		waitLog(t, log, p.mark, "partition assigned", 3*time.Minute)
+		what := points[k].await(p.metrics)
 		inFlight := batchInProgress(t, conn, "cdcjoin_test."+table)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		cmd.Wait()
+		<-p.exited
 		if inFlight {
 			midBatch++
 		}
@@ -169,33 +255,16 @@ clickhouse:
 	t.Logf("%d of %d kills hit a batch cut into INSERTs before its end; %d restarts found ClickHouse ahead of a partition's state (the INSERTs a kill left uncommitted, which were inserted again before)", midBatch, kills, ahead)
 	produceRecords(t, c.ListenAddrs(), h.Records[min(kills*per, len(h.Records)):])
 	killed := time.Now()
-	mark := logSize(t, log)
-	cmd := child(t, log, "run", "--config", cfg, "--log-level", "info")
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	metricsAddr := waitLog(t, log, mark, "serving metrics", 3*time.Minute)
+	p := startRun(t, log, "--config", cfg, "--log-level", "info")
 	want := cdcgen.Join(h.Final.Users, h.Final.Domains, false)
-	var w convergeWatch
-	for {
-		got := changelogRows(t, conn, "cdcjoin_test."+table)
-		diff := cdcgen.Diff(want, got, 10)
-		if diff == "" {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("cdcjoin run exited: %v", err)
-		case <-time.After(500 * time.Millisecond):
-		}
-		if why := w.stalled(diff, scrape(metricsAddr)); why != "" {
-			report := childProgress(metricsAddr) + progress.Report(want, got, int32(o.Partitions))
-			dumpGoroutines(cmd, log)
-			t.Fatalf("after %d kills, ClickHouse does not equal the join: %s:\n%s\n%s", kills, why, diff, report)
-		}
+	rows := func() []cdcgen.JoinedRow { return changelogRows(t, conn, "cdcjoin_test."+table) }
+	if why, diff, got := p.awaitRows(t, want, rows); why != "" {
+		report := childProgress(p.metrics) + progress.Report(want, got, int32(o.Partitions))
+		dumpGoroutines(p.cmd, log)
+		t.Fatalf("after %d kills, ClickHouse does not equal the join: %s:\n%s\n%s", kills, why, diff, report)
 	}
 	t.Logf("the last run converged %v after its start", time.Since(killed).Round(time.Millisecond))
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := <-exited; err != nil {
+	if err := p.stop(stopWait); err != nil {
 		t.Errorf("cdcjoin run after SIGTERM: %v", err)
 	}
 	inserts := checkSigns(t, conn, "cdcjoin_test."+table)
@@ -272,9 +341,17 @@ func batchInProgress(t *testing.T, conn ch.Conn, table string) bool {
 
 // childLog creates the log file of the children a test starts in dir; its
 // tail is logged when the test fails.
-func childLog(t *testing.T, dir string) *os.File {
+func childLog(t *testing.T, dir string) *os.File { return jobLog(t, dir, "") }
+
+// jobLog is childLog for the children of one job of several (job: its
+// name, in the file names).
+func jobLog(t *testing.T, dir, job string) *os.File {
 	t.Helper()
-	log, err := os.Create(filepath.Join(dir, "cdcjoin.log"))
+	name, keepName := "cdcjoin.log", strings.ReplaceAll(t.Name(), "/", "_")
+	if job != "" {
+		name, keepName = job+".log", keepName+"-"+job
+	}
+	log, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +360,7 @@ func childLog(t *testing.T, dir string) *os.File {
 		if t.Failed() {
 			// The whole log outlives the test's directory.
 			b, _ := os.ReadFile(log.Name())
-			keep := filepath.Join(os.TempDir(), fmt.Sprintf("cdcjoin-%s-%s.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Format("20060102-150405")))
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("cdcjoin-%s-%s.log", keepName, time.Now().Format("20060102-150405")))
 			if err := os.WriteFile(keep, b, 0o644); err == nil {
 				t.Logf("cdcjoin's whole log (goroutine dumps included): %s", keep)
 			}
@@ -330,18 +407,23 @@ func checkSigns(t *testing.T, conn ch.Conn, table string) uint64 {
 	return inserts
 }
 
-// changelogRows reads the live rows of a changelog table (sum(_sign) > 0,
-// delivery markers excluded) as cdcgen rows of the default select list.
-func changelogRows(t *testing.T, conn ch.Conn, table string) []cdcgen.JoinedRow {
-	t.Helper()
+// selectJoined is the SELECT of the default select list's five columns
+// (user_id, firstname, lastname, domain_id, domain_name), each as text
+// (NULL: \N), from table.
+func selectJoined(table string) string {
 	txt := func(col string) string { return "ifNull(toString(" + col + "), '\\\\N')" }
-	q := "SELECT " + strings.Join([]string{txt("user_id"), txt("firstname"), txt("lastname"), txt("domain_id"), txt("domain_name")}, ", ") +
-		" FROM " + table + " WHERE _pk != '\\0cdcjoin' GROUP BY _pk, _ck, user_id, firstname, lastname, domain_id, domain_name HAVING sum(_sign) > 0"
+	return "SELECT " + strings.Join([]string{txt("user_id"), txt("firstname"), txt("lastname"), txt("domain_id"), txt("domain_name")}, ", ") +
+		" FROM " + table
+}
+
+// queryJoined runs q (selectJoined and what follows) and returns its rows
+// as cdcgen rows; the error is the query's (a failure to read its rows
+// fails the test).
+func queryJoined(t *testing.T, conn ch.Conn, q string) ([]cdcgen.JoinedRow, error) {
+	t.Helper()
 	rows, err := conn.Query(context.Background(), q)
 	if err != nil {
-		// No table yet, or the server is busy: the caller polls again.
-		t.Logf("reading %s: %v", table, err)
-		return nil
+		return nil, err
 	}
 	defer rows.Close()
 	var out []cdcgen.JoinedRow
@@ -355,7 +437,32 @@ func changelogRows(t *testing.T, conn ch.Conn, table string) []cdcgen.JoinedRow 
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	return out, nil
+}
+
+// pollJoined is queryJoined for a poll: a query that fails (no table yet,
+// or the server is busy) is logged and reads as no rows.
+func pollJoined(t *testing.T, conn ch.Conn, table, q string) []cdcgen.JoinedRow {
+	t.Helper()
+	out, err := queryJoined(t, conn, q)
+	if err != nil {
+		t.Logf("reading %s: %v", table, err)
+	}
 	return out
+}
+
+// changelogRows reads the live rows of a changelog table (sum(_sign) > 0,
+// delivery markers excluded) as cdcgen rows of the default select list.
+func changelogRows(t *testing.T, conn ch.Conn, table string) []cdcgen.JoinedRow {
+	t.Helper()
+	return pollJoined(t, conn, table, selectJoined(table)+
+		" WHERE _pk != '\\0cdcjoin' GROUP BY _pk, _ck, user_id, firstname, lastname, domain_id, domain_name HAVING sum(_sign) > 0")
+}
+
+// upsertRows reads the live rows of an upsert table (FINAL, not deleted).
+func upsertRows(t *testing.T, conn ch.Conn, table string) []cdcgen.JoinedRow {
+	t.Helper()
+	return pollJoined(t, conn, table, selectJoined(table)+" FINAL WHERE _deleted = 0")
 }
 
 // rowKey is the oracle's key of a row read back with these parent and

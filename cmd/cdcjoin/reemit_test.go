@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
@@ -31,16 +28,8 @@ func TestReemit(t *testing.T) {
 			o := cdcgen.DefaultOptions(int64(seed))
 			o.Ops, o.Users, o.Domains = 2000, 40, 100
 			o.Mix.TruncateUsers, o.Mix.TruncateDomains = 0, 0
-			h, err := cdcgen.Generate(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
-				kfake.GroupMinSessionTimeout(500*time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			h := generate(t, o)
+			c := sourceCluster(t, int32(o.Partitions))
 			dir := t.TempDir()
 			table := fmt.Sprintf("reemit_%s_%d_%d", tc.mode, time.Now().Unix(), seed)
 			cfg := writeFile(t, dir, "job.yaml", fmt.Sprintf(`name: reemit
@@ -78,27 +67,11 @@ clickhouse:
 			}
 			left := tc.join == "left"
 			produceRecords(t, c.ListenAddrs(), h.Records[:h.Checkpoints[cp].Records])
-			cmd := child(t, log, "run", "--config", cfg, "--log-level", "info")
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			metrics := waitLog(t, log, 0, "serving metrics", 3*time.Minute)
+			p := startRun(t, log, "--config", cfg, "--log-level", "info")
 			untilEqual := func(want []cdcgen.JoinedRow, what string) {
 				t.Helper()
-				var w convergeWatch
-				for {
-					got := rows()
-					diff := cdcgen.Diff(want, got, 10)
-					if diff == "" {
-						return
-					}
-					select {
-					case err := <-exited:
-						t.Fatalf("cdcjoin run exited: %v", err)
-					case <-time.After(300 * time.Millisecond):
-					}
-					if why := w.stalled(diff, scrape(metrics)); why != "" {
-						t.Fatalf("%s: %s:\n%s\n%s", what, why, diff, childProgress(metrics))
-					}
+				if why, diff, _ := p.awaitRows(t, want, rows); why != "" {
+					t.Fatalf("%s: %s:\n%s\n%s", what, why, diff, childProgress(p.metrics))
 				}
 			}
 			untilEqual(cdcgen.Join(mid.Users, mid.Domains, left), "the first half")
@@ -106,15 +79,14 @@ clickhouse:
 				t.Fatal(err)
 			}
 			produceRecords(t, c.ListenAddrs(), h.Records[h.Checkpoints[cp].Records:])
-			waitQuiet(t, metrics)
+			waitQuiet(t, p.metrics)
 			want := cdcgen.Join(h.Final.Users, h.Final.Domains, left)
 			before := cdcgen.Diff(want, rows(), 3)
 			if before == "" {
 				t.Fatal("the table equals the join after the truncate: the test proves nothing")
 			}
 			t.Logf("after the truncate and the second half: %s", strings.SplitN(before, "\n", 2)[0])
-			cmd.Process.Signal(syscall.SIGTERM)
-			if err := <-exited; err != nil {
+			if err := p.stop(stopWait); err != nil {
 				t.Fatalf("run after SIGTERM: %v", err)
 			}
 			code, out, errs := run(t, "reemit", "--config", cfg, "--log-level", "warn")
@@ -133,16 +105,11 @@ clickhouse:
 				t.Fatalf("a second reemit: exit %d, %q %s; want nothing written", code, out, errs)
 			}
 			// `run` continues on the repaired table.
-			mark := logSize(t, log)
-			cmd = child(t, log, "run", "--config", cfg, "--log-level", "info")
-			exited = make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			metrics = waitLog(t, log, mark, "serving metrics", 3*time.Minute)
-			waitLog(t, log, mark, "partition assigned", 3*time.Minute)
-			waitQuiet(t, metrics)
+			p = startRun(t, log, "--config", cfg, "--log-level", "info")
+			waitLog(t, log, p.mark, "partition assigned", 3*time.Minute)
+			waitQuiet(t, p.metrics)
 			untilEqual(want, "run after reemit")
-			cmd.Process.Signal(syscall.SIGTERM)
-			if err := <-exited; err != nil {
+			if err := p.stop(stopWait); err != nil {
 				t.Fatalf("run after SIGTERM: %v", err)
 			}
 			if tc.mode == "changelog" {

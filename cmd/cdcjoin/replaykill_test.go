@@ -43,10 +43,7 @@ func replayChangelogKills(t *testing.T, extra string, parentSkew float64) {
 	o := cdcgen.DefaultOptions(int64(seed))
 	o.Ops, o.Users, o.Domains = 50000, 300, 800
 	o.ParentSkew = parentSkew
-	h, err := cdcgen.Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := generate(t, o)
 	dir := t.TempDir()
 	in, err := os.Create(filepath.Join(dir, "history.jsonl"))
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
@@ -24,19 +23,9 @@ import (
 // viewRows reads the live view's rows of the default select list.
 func viewRows(t *testing.T, conn ch.Conn, view string) []cdcgen.JoinedRow {
 	t.Helper()
-	txt := func(col string) string { return "ifNull(toString(" + col + "), '\\\\N')" }
-	rows, err := conn.Query(context.Background(), "SELECT "+strings.Join([]string{txt("user_id"), txt("firstname"), txt("lastname"), txt("domain_id"), txt("domain_name")}, ", ")+" FROM "+view)
+	out, err := queryJoined(t, conn, selectJoined(view))
 	if err != nil {
 		t.Fatalf("reading %s: %v", view, err)
-	}
-	defer rows.Close()
-	var out []cdcgen.JoinedRow
-	for rows.Next() {
-		v := make([]string, 5)
-		if err := rows.Scan(&v[0], &v[1], &v[2], &v[3], &v[4]); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, cdcgen.JoinedRow{Key: cdcgen.RowKey{Parent: v[0], Child: v[3]}, Values: v})
 	}
 	cdcgen.SortRows(out)
 	return out
@@ -56,16 +45,8 @@ func TestSwitchJob(t *testing.T) {
 	o := cdcgen.DefaultOptions(int64(testSeed(t)))
 	o.Ops, o.Users, o.Domains = 3000, 80, 200
 	o.Mix.TruncateUsers, o.Mix.TruncateDomains = 0, 0
-	h, err := cdcgen.Generate(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(o.Partitions), cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic),
-		kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	h := generate(t, o)
+	c := sourceCluster(t, int32(o.Partitions))
 	produceRecords(t, c.ListenAddrs(), h.Records)
 	dir := t.TempDir()
 	stamp := time.Now().UnixNano() % 1e9

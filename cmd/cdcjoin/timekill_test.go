@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,22 +63,11 @@ func TestTimeReplayKills(t *testing.T) {
 	killed := 0
 	k := 0
 	for ; k < kills; k++ {
-		cmd := child(t, log, args(k, false)...)
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Fatalf("replay exited: %v", err)
-			}
+		if runKilled(t, log, args(k, false), time.Duration(100+rng.IntN(900))*time.Millisecond) {
+			killed++
+		} else {
 			t.Logf("run %d finished before its kill", k+1)
 			k = kills
-		case <-time.After(time.Duration(100+rng.IntN(900)) * time.Millisecond):
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-exited
-			killed++
 		}
 	}
 	if err := child(t, log, args(k+1, true)...).Wait(); err != nil {
