@@ -138,17 +138,31 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "cdcjoin_stage_owned_partitions", Help: "Keyed partitions of a plan stage joined by this instance, by stage.",
 		}, []string{"stage"}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.KeyingLag, m.Changes,
-			m.FanOut, m.StateRebuilt, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
-			m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords,
-			m.StageInputs, m.StageForwarded, m.StageLag, m.StageOwned} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("cdcjoin: metrics: %w", err)
-			}
-		}
+	if err := register(reg, m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.KeyingLag, m.Changes,
+		m.FanOut, m.StateRebuilt, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
+		m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords,
+		m.StageInputs, m.StageForwarded, m.StageLag, m.StageOwned); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// register registers cs with reg (nothing when reg is nil), all or none:
+// on an error the collectors registered before it are unregistered again,
+// so a caller may retry with another registry.
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	if reg == nil {
+		return nil
+	}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, d := range cs[:i] {
+				reg.Unregister(d)
+			}
+			return fmt.Errorf("cdcjoin: metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // Readiness is a flag the runtime sets once it serves traffic, a readiness

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,12 +33,8 @@ func NewSkew(reg prometheus.Registerer) (*Skew, error) {
 			Name: "cdcjoin_skew_duplicate_forwards_total", Help: "Forwarded records dropped by a replica as applied already.",
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{s.Forwarded, s.LayoutChanges, s.Duplicates} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("cdcjoin: metrics: %w", err)
-			}
-		}
+	if err := register(reg, s.Forwarded, s.LayoutChanges, s.Duplicates); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -50,16 +50,8 @@ func NewTimeJoin(reg prometheus.Registerer) (*TimeJoin, error) {
 			Name: "cdcjoin_time_retired_total", Help: "Rows and versions a time join removed from its state once no partner could still arrive.",
 		}),
 	}
-	if reg != nil {
-		cs := []prometheus.Collector{t.LateRecords, t.Watermark, t.WatermarkLag, t.SourceWatermark, t.SourceIdle, t.Rows, t.Retired}
-		for i, c := range cs {
-			if err := reg.Register(c); err != nil {
-				for _, d := range cs[:i] {
-					reg.Unregister(d)
-				}
-				return nil, err
-			}
-		}
+	if err := register(reg, t.LateRecords, t.Watermark, t.WatermarkLag, t.SourceWatermark, t.SourceIdle, t.Rows, t.Retired); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
