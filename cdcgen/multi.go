@@ -49,6 +49,9 @@ type MultiTable struct {
 	Columns []MultiColumn
 	// Full: REPLICA IDENTITY FULL (before images); otherwise DEFAULT.
 	Full bool
+	// Rows, if > 0, is this table's snapshot size instead of
+	// MultiOptions.Rows (e.g. more children than parents).
+	Rows int
 }
 
 // Topic is the table's Debezium topic.
@@ -274,7 +277,11 @@ func GenerateMulti(o MultiOptions) (*MultiHistory, error) {
 
 func (g *multiGen) snapshot() {
 	for _, t := range g.tables {
-		for i := 0; i < g.o.Rows; i++ {
+		n := g.o.Rows
+		if t.Rows > 0 {
+			n = t.Rows
+		}
+		for i := 0; i < n; i++ {
 			id := g.next[t.Name]
 			g.next[t.Name]++
 			g.put(t.Name, id, g.newRow(&t, id, false))

@@ -1,0 +1,587 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/row"
+)
+
+// Shapes RunPlan benchmarks.
+const (
+	// ShapeChain is the issue's chain, users ⋈ domains ⋈ dns_records
+	// (ChainQuery), on a cdcgen multi-table history.
+	ShapeChain = "chain"
+)
+
+// ChainQuery is the chain benchmark's query (INNER at both joins, so that
+// every peer computes the same rows).
+const ChainQuery = `SELECT u.id AS user_id, u.firstname, u.lastname, d.id AS domain_id, d.domain_name,
+       r.id AS record_id, r.rtype, r.ttl
+FROM users u
+JOIN domains d ON d.user_id = u.id
+JOIN dns_records r ON r.domain_id = d.id`
+
+// ChainTwoQuery is the two-table join of the chain's first two tables: the
+// baseline the chain's cost per input record is compared with.
+const ChainTwoQuery = `SELECT u.id AS user_id, u.firstname, u.lastname, d.id AS domain_id, d.domain_name
+FROM users u
+JOIN domains d ON d.user_id = u.id`
+
+// ChainTables is the chain's schema for a snapshot of rows source rows:
+// users (1/7 of them, REPLICA IDENTITY FULL), domains (2/7: two per user
+// on average, user_id never NULL) and dns_records (4/7: two per domain,
+// domain_id NULL for 1/8), both REPLICA IDENTITY DEFAULT; every table has
+// an unprojected note column.
+func ChainTables(rows int64) []cdcgen.MultiTable {
+	t := cdcgen.Schema4()
+	users, domains, records := t[0], t[2], t[3]
+	domains.Columns = slices.DeleteFunc(slices.Clone(domains.Columns), func(c cdcgen.MultiColumn) bool { return c.Name == "registrar_id" })
+	users.Rows = int(max(1, rows/7))
+	domains.Rows = int(max(1, 2*rows/7))
+	records.Rows = int(max(1, rows-int64(users.Rows)-int64(domains.Rows)))
+	return []cdcgen.MultiTable{users, domains, records}
+}
+
+// ChainHistory generates the chain benchmark's history: o.Workload.Rows
+// snapshot rows (ChainTables), then o.Workload.CDCEvents streaming
+// operations spread evenly over the three tables (inserts, updates, FK
+// moves, deletes, re-creates, PK changes, children before parents), with
+// schemas off, o.Workload.Partitions partitions per topic, 2% of rounds
+// redelivered; no truncates, TOAST placeholders or snapshot rerun (which
+// the peers cannot read). Records[:Stats.Snapshot] are the snapshot.
+func ChainHistory(o Options) (*cdcgen.MultiHistory, error) {
+	o = o.withDefaults()
+	w := o.Workload
+	ops := w.CDCEvents
+	if ops == 0 {
+		ops = max(w.Rows/5, 20000)
+	}
+	mo := cdcgen.MultiOptions{Seed: w.Seed, Tables: ChainTables(w.Rows), Rows: 1, Ops: int(ops),
+		Partitions: w.Partitions, SchemaMode: cdcgen.SchemaOff, Redeliver: 0.02}
+	return cdcgen.GenerateMulti(mo)
+}
+
+// chainJob is the job of sql over the chain's tables it names.
+func chainJob(o Options, sql, stateDir string, rowByRow bool) (*config.Config, error) {
+	var b strings.Builder
+	b.WriteString("name: bench\ntables:\n")
+	for _, t := range ChainTables(10) {
+		if strings.Contains(sql, " "+t.Name+" ") {
+			fmt.Fprintf(&b, "  %s: {topic: %s, key: id}\n", t.Name, t.Topic())
+		}
+	}
+	b.WriteString("query: |\n")
+	for _, l := range strings.Split(sql, "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	bulk := ""
+	if rowByRow {
+		bulk = ", bulk_load_mb: -1"
+	}
+	fmt.Fprintf(&b, "state: {dir: %q, cache_mb: %d, batch_events: %d, sync: %t%s}\n", stateDir, o.CacheMB, o.BatchEvents, o.Sync, bulk)
+	return config.Parse([]byte(b.String()), "bench-chain.yaml")
+}
+
+// PlanSystem is one configuration RunPlan times.
+type PlanSystem struct {
+	Name  string `json:"name"`
+	Query string `json:"query"`
+	// Core is "parent/child" (the two-table join) or "plan" (stage.Pipeline).
+	Core string `json:"core"`
+	// RowByRow: the snapshot is applied record by record (a plan always
+	// is; the parent/child core loads it in bulk unless bulk_load_mb is -1).
+	RowByRow bool `json:"row_by_row"`
+	// Topics are the tables it reads; SnapshotRecords and CDCRecords the
+	// history's records of those topics (tombstones included).
+	Topics          []string `json:"topics"`
+	SnapshotRecords int64    `json:"snapshot_records"`
+	CDCRecords      int64    `json:"cdc_records"`
+	SourceRows      int64    `json:"source_rows"`
+	FinalRows       int64    `json:"final_rows"`
+	// Medians over the rounds.
+	SnapshotRecordsPerSecond float64 `json:"snapshot_records_per_second"`
+	SnapshotCPUMicros        float64 `json:"snapshot_cpu_us_per_record"`
+	CDCRecordsPerSecond      float64 `json:"cdc_records_per_second"`
+	CDCCPUMicros             float64 `json:"cdc_cpu_us_per_record"`
+	CDCChangesPerRecord      float64 `json:"cdc_changes_per_record"`
+	StateBytesPerRow         float64 `json:"state_bytes_per_source_row"`
+	FanoutRows               int64   `json:"fanout_rows"`
+	FanoutChanges            int64   `json:"fanout_changes"`
+	FanoutMillis             float64 `json:"fanout_ms"`
+}
+
+// PlanRun is one timed run of a system.
+type PlanRun struct {
+	System          string  `json:"system"`
+	Round           int     `json:"round"`
+	SnapshotSeconds float64 `json:"snapshot_seconds"`
+	SnapshotCPU     float64 `json:"snapshot_cpu_seconds"`
+	CDCSeconds      float64 `json:"cdc_seconds"`
+	CDCCPU          float64 `json:"cdc_cpu_seconds"`
+	CDCChanges      int64   `json:"cdc_changes"`
+	StateBytes      uint64  `json:"state_bytes"`
+	FanoutChanges   int64   `json:"fanout_changes"`
+	FanoutSeconds   float64 `json:"fanout_seconds"`
+	LoadAvg         float64 `json:"loadavg_1m"`
+}
+
+// PlanReport is RunPlan's report.json.
+type PlanReport struct {
+	Shape     string         `json:"shape"`
+	Seed      int64          `json:"seed"`
+	Rows      int64          `json:"rows"`
+	Stats     string         `json:"history"`
+	Records   int64          `json:"records"`
+	Rounds    int            `json:"rounds"`
+	Machine   Machine        `json:"machine"`
+	Systems   []PlanSystem   `json:"systems"`
+	Runs      []PlanRun      `json:"runs"`
+	Fanout    string         `json:"fanout"`
+	Checked   string         `json:"checked"`
+	Generated float64        `json:"generate_seconds"`
+	Options   map[string]any `json:"options"`
+}
+
+// RunPlan benchmarks a multi-table plan (shape ShapeChain) against the
+// two-table join on one generated history (ChainHistory), in memory:
+// each round runs every system on a fresh state in the bench process —
+// the two-table join of users and domains on the parent/child core (bulk
+// snapshot, and row by row), the same query as a plan, and the chain —
+// through engine.Run (decoding on one goroutine, joining on another, the
+// changes counted and dropped), timing the snapshot and the CDC records
+// separately (wall and process CPU), measuring the flushed state after
+// the snapshot, and then the fan-out of one rename of the user at the top
+// of the largest subtree. Every run's final join must equal the join of
+// the generator's final tables (an error otherwise). With rounds > 1 the
+// systems alternate (interleaved), and the report has medians. It writes
+// report.json and REPORT.md into o.Dir; cpuProfile, if set, receives the
+// chain's CPU profile of its first round.
+func RunPlan(ctx context.Context, o Options, shape string, rounds int, cpuProfile string) (*PlanReport, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if shape != ShapeChain {
+		return nil, fmt.Errorf("cdcjoin: bench: shape %q: use %s", shape, ShapeChain)
+	}
+	if o.Pipeline != PipelineEngine || o.ClickHouse != "" || len(o.Sweep) > 0 || o.StormCompare {
+		return nil, errors.New("cdcjoin: bench: --shape runs the replay path on one history (--rows): --pipeline kafka, --clickhouse, --sweep and --storm-compare do not apply")
+	}
+	if rounds < 1 {
+		rounds = 1
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cdcjoin: bench: %w", err)
+	}
+	o.progress(fmt.Sprintf("chain: generating the %s-row history", formatRows(o.Workload.Rows)))
+	t0 := time.Now()
+	h, err := ChainHistory(o)
+	if err != nil {
+		return nil, err
+	}
+	rep := &PlanReport{Shape: shape, Seed: o.Workload.Seed, Rows: o.Workload.Rows, Stats: h.Stats.String(),
+		Records: int64(len(h.Records)), Rounds: rounds, Machine: planMachine(o), Generated: time.Since(t0).Seconds(),
+		Options: map[string]any{"cache_mb": o.CacheMB, "batch_events": o.BatchEvents, "sync": o.Sync, "partitions": o.Workload.Partitions}}
+	systems := []*planSystem{
+		{PlanSystem: PlanSystem{Name: "two-table", Query: ChainTwoQuery, Core: "parent/child"}},
+		{PlanSystem: PlanSystem{Name: "two-table-rows", Query: ChainTwoQuery, Core: "parent/child", RowByRow: true}},
+		{PlanSystem: PlanSystem{Name: "two-table-plan", Query: ChainTwoQuery, Core: "plan", RowByRow: true}},
+		{PlanSystem: PlanSystem{Name: "chain", Query: ChainQuery, Core: "plan", RowByRow: true}},
+	}
+	top, rename, err := chainRename(h)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range systems {
+		if err := s.prepare(o, h); err != nil {
+			return nil, err
+		}
+	}
+	rep.Fanout = fmt.Sprintf("one update of users.id=%d (firstname and lastname changed), the user with the most dns_records below it in the final tables", top)
+	for round := 1; round <= rounds; round++ {
+		for _, s := range systems {
+			prof := ""
+			if round == 1 && s.Name == "chain" {
+				prof = cpuProfile
+			}
+			run, err := s.run(ctx, o, filepath.Join(o.Dir, "state-"+s.Name), rename, prof)
+			if err != nil {
+				return nil, fmt.Errorf("cdcjoin: bench: %s round %d: %w", s.Name, round, err)
+			}
+			run.Round, run.LoadAvg = round, loadAvg()
+			rep.Runs = append(rep.Runs, run)
+			o.progress(fmt.Sprintf("chain: round %d/%d: %s: snapshot %.0f records/s (%.1f CPU µs/record), cdc %.0f records/s (%.1f CPU µs/record), fan-out %d changes",
+				round, rounds, s.Name, float64(s.SnapshotRecords)/run.SnapshotSeconds, 1e6*run.SnapshotCPU/float64(s.SnapshotRecords),
+				float64(s.CDCRecords)/run.CDCSeconds, 1e6*run.CDCCPU/float64(s.CDCRecords), run.FanoutChanges))
+		}
+	}
+	for _, s := range systems {
+		s.summarize(rep.Runs)
+		rep.Systems = append(rep.Systems, s.PlanSystem)
+	}
+	rep.Checked = "every run's final join (engine.Final after the CDC records, before the fan-out) equals the query over the generator's final tables, as multisets of JSON rows"
+	rep.Machine.LoadAvgEnd = loadAvg()
+	return rep, rep.write(o.Dir)
+}
+
+// planSystem is a PlanSystem with its inputs.
+type planSystem struct {
+	PlanSystem
+	snap, cdc []engine.Record
+	want      []string // the expected final rows, sorted JSON
+	fanout    int64    // joined rows below the renamed user
+}
+
+// prepare selects s's records and computes its expected final join.
+func (s *planSystem) prepare(o Options, h *cdcgen.MultiHistory) error {
+	cfg, err := chainJob(o, s.Query, o.Dir, s.RowByRow)
+	if err != nil {
+		return err
+	}
+	topics := map[string]bool{}
+	for _, n := range cfg.TableNames() {
+		topics[cfg.Tables[n].Topic] = true
+		s.Topics = append(s.Topics, cfg.Tables[n].Topic)
+	}
+	for i, r := range h.Records {
+		if !topics[r.Topic] {
+			continue
+		}
+		rec := engine.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+		if i < h.Stats.Snapshot {
+			s.snap = append(s.snap, rec)
+			if r.Op == 'r' {
+				s.SourceRows++
+			}
+		} else {
+			s.cdc = append(s.cdc, rec)
+		}
+	}
+	s.SnapshotRecords, s.CDCRecords = int64(len(s.snap)), int64(len(s.cdc))
+	s.want = chainOracle(h.Final, cfg.TableNames())
+	s.FinalRows = int64(len(s.want))
+	return nil
+}
+
+// chainOracle is the chain's query (or its first join, for two tables)
+// over the final tables, as sorted JSON rows in cdcjoin's --final shape.
+func chainOracle(t cdcgen.MultiTables, tables []string) []string {
+	val := func(v cdcgen.MultiValue) row.Value {
+		switch {
+		case v.Null:
+			return row.Null()
+		case v.Str:
+			return row.String(v.Text)
+		}
+		return row.Int(v.Int)
+	}
+	// Columns (MultiRow index): users id 0, firstname 1, lastname 2;
+	// domains id 0, user_id 1, domain_name 2; dns_records id 0,
+	// domain_id 1, rtype 2, ttl 3.
+	var out []string
+	var buf []byte
+	three := slices.Contains(tables, "dns_records")
+	byDomain := map[int64][]cdcgen.MultiRow{}
+	if three {
+		for _, r := range t["dns_records"] {
+			if !r[1].Null {
+				byDomain[r[1].Int] = append(byDomain[r[1].Int], r)
+			}
+		}
+	}
+	names2 := []string{"user_id", "firstname", "lastname", "domain_id", "domain_name"}
+	names3 := append(slices.Clone(names2), "record_id", "rtype", "ttl")
+	for _, d := range t["domains"] {
+		if d[1].Null {
+			continue
+		}
+		u, ok := t["users"][d[1].Int]
+		if !ok {
+			continue
+		}
+		vals := []row.Value{val(u[0]), val(u[1]), val(u[2]), val(d[0]), val(d[2])}
+		if !three {
+			buf = row.AppendJSONObject(buf[:0], names2, vals)
+			out = append(out, string(buf))
+			continue
+		}
+		for _, r := range byDomain[d[0].Int] {
+			buf = row.AppendJSONObject(buf[:0], names3, append(vals, val(r[0]), val(r[2]), val(r[3])))
+			out = append(out, string(buf))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// chainRename picks the user with the most dns_records below it in the
+// final tables and returns an update of that user changing its names (a
+// users record after the history's last one on its partition).
+func chainRename(h *cdcgen.MultiHistory) (int64, engine.Record, error) {
+	perDomain := map[int64]int{}
+	for _, r := range h.Final["dns_records"] {
+		if !r[1].Null {
+			perDomain[r[1].Int]++
+		}
+	}
+	perUser := map[int64]int{}
+	for _, d := range h.Final["domains"] {
+		if !d[1].Null {
+			perUser[d[1].Int] += perDomain[d[0].Int]
+		}
+	}
+	var top int64
+	best := -1
+	for id, n := range perUser {
+		if _, live := h.Final["users"][id]; live && (n > best || n == best && id < top) {
+			top, best = id, n
+		}
+	}
+	if best < 0 {
+		return 0, engine.Record{}, errors.New("cdcjoin: bench: chain: no user with domains in the final tables")
+	}
+	// The user's last record carries its current row.
+	users := ChainTables(10)[0].Topic()
+	var last *cdcgen.Record
+	offsets := map[int32]int64{}
+	for i := range h.Records {
+		r := &h.Records[i]
+		if r.Topic != users {
+			continue
+		}
+		offsets[r.Partition] = max(offsets[r.Partition], r.Offset+1)
+		if r.Value != nil && bytes.Contains(r.Key, fmt.Appendf(nil, `"id":%d}`, top)) {
+			last = r
+		}
+	}
+	if last == nil {
+		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: no record of users.id=%d", top)
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(last.Value, &env); err != nil {
+		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: users.id=%d: %w", top, err)
+	}
+	var after map[string]json.RawMessage
+	if err := json.Unmarshal(env["after"], &after); err != nil || after == nil {
+		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: users.id=%d: no after image (%v)", top, err)
+	}
+	env["before"] = env["after"]
+	after["firstname"], after["lastname"] = json.RawMessage(`"Renamed"`), json.RawMessage(`"Fanout"`)
+	a, _ := json.Marshal(after)
+	env["after"], env["op"] = a, json.RawMessage(`"u"`)
+	v, err := json.Marshal(env)
+	if err != nil {
+		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: %w", err)
+	}
+	return top, engine.Record{Topic: users, Partition: last.Partition, Offset: offsets[last.Partition], Key: last.Key, Value: v}, nil
+}
+
+// run is one timed run of s on a fresh state in dir.
+func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engine.Record, cpuProfile string) (run PlanRun, err error) {
+	run.System = s.Name
+	if err := os.RemoveAll(dir); err != nil {
+		return run, fmt.Errorf("cdcjoin: bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cfg, err := chainJob(o, s.Query, dir, s.RowByRow)
+	if err != nil {
+		return run, err
+	}
+	if s.Core == "plan" && cfg.Plan() == nil {
+		cfg = cfg.AsPlan()
+	}
+	if got := cfg.Plan() != nil; got != (s.Core == "plan") {
+		return run, fmt.Errorf("cdcjoin: bench: %s: compiled to the wrong core (plan: %t)", s.Name, got)
+	}
+	sink := &countSink{}
+	eng, err := engine.Open(cfg, engine.Options{Sink: sink})
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		if cerr := eng.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	feed := func(recs []engine.Record) func(func(*engine.Record) error) error {
+		return func(yield func(*engine.Record) error) error {
+			for i := range recs {
+				if err := yield(&recs[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	sw := startWatch()
+	if err := eng.Run(ctx, feed(s.snap)); err != nil {
+		return run, err
+	}
+	if err := eng.Commit(ctx); err != nil {
+		return run, err
+	}
+	run.SnapshotSeconds, run.SnapshotCPU = sw.elapsed()
+	if err := eng.Store().Flush(); err != nil {
+		return run, fmt.Errorf("cdcjoin: bench: flush state: %w", err)
+	}
+	run.StateBytes = eng.Store().DiskBytes()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return run, fmt.Errorf("cdcjoin: bench: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return run, fmt.Errorf("cdcjoin: bench: cpu profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("cdcjoin: bench: %w", cerr)
+			}
+		}()
+	}
+	before := sink.n
+	sw = startWatch()
+	if err := eng.Run(ctx, feed(s.cdc)); err != nil {
+		return run, err
+	}
+	if err := eng.Commit(ctx); err != nil {
+		return run, err
+	}
+	run.CDCSeconds, run.CDCCPU = sw.elapsed()
+	run.CDCChanges = int64(sink.n - before)
+	if err := s.check(eng, cfg.OutputNames()); err != nil {
+		return run, err
+	}
+	before = sink.n
+	t0 := time.Now()
+	if err := eng.Process(ctx, &rename); err != nil {
+		return run, err
+	}
+	if err := eng.Commit(ctx); err != nil {
+		return run, err
+	}
+	run.FanoutSeconds = time.Since(t0).Seconds()
+	run.FanoutChanges = int64(sink.n - before)
+	return run, nil
+}
+
+// check compares eng's final join with s.want.
+func (s *planSystem) check(eng *engine.Engine, names []string) error {
+	var got []string
+	var buf []byte
+	if err := eng.Final(func(_, _ []row.Value, vals []row.Value) error {
+		buf = row.AppendJSONObject(buf[:0], names, vals)
+		got = append(got, string(buf))
+		return nil
+	}); err != nil {
+		return err
+	}
+	slices.Sort(got)
+	if slices.Equal(got, s.want) {
+		return nil
+	}
+	i := 0
+	for i < len(got) && i < len(s.want) && got[i] == s.want[i] {
+		i++
+	}
+	first := func(xs []string) string {
+		if i < len(xs) {
+			return xs[i]
+		}
+		return "(end)"
+	}
+	return fmt.Errorf("cdcjoin: bench: %s: final join differs from the query over the final tables: %d rows, want %d; first difference: got %s, want %s",
+		s.Name, len(got), len(s.want), first(got), first(s.want))
+}
+
+// summarize fills s's medians from its runs.
+func (s *planSystem) summarize(runs []PlanRun) {
+	var sr, sc, cr, cc, ch, sb, fm []float64
+	for _, r := range runs {
+		if r.System != s.Name {
+			continue
+		}
+		sr = append(sr, float64(s.SnapshotRecords)/r.SnapshotSeconds)
+		sc = append(sc, 1e6*r.SnapshotCPU/float64(s.SnapshotRecords))
+		cr = append(cr, float64(s.CDCRecords)/r.CDCSeconds)
+		cc = append(cc, 1e6*r.CDCCPU/float64(s.CDCRecords))
+		ch = append(ch, float64(r.CDCChanges)/float64(s.CDCRecords))
+		sb = append(sb, float64(r.StateBytes)/float64(s.SourceRows))
+		fm = append(fm, 1e3*r.FanoutSeconds)
+		s.FanoutChanges = r.FanoutChanges
+	}
+	med := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return 0
+		}
+		slices.Sort(xs)
+		return median(xs)
+	}
+	s.SnapshotRecordsPerSecond, s.SnapshotCPUMicros = med(sr), med(sc)
+	s.CDCRecordsPerSecond, s.CDCCPUMicros, s.CDCChangesPerRecord = med(cr), med(cc), med(ch)
+	s.StateBytesPerRow, s.FanoutMillis = med(sb), med(fm)
+}
+
+// write writes report.json and REPORT.md into dir.
+func (r *PlanReport) write(dir string) error {
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cdcjoin: bench: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(j, '\n'), 0o644); err != nil {
+		return fmt.Errorf("cdcjoin: bench: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(r.markdown()), 0o644)
+}
+
+func (r *PlanReport) markdown() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("# cdcjoin bench --shape %s: %s rows\n\n", r.Shape, formatRows(r.Rows))
+	p("One generated history (seed %d, %d records: %s), generated in %.0f s; %d round(s), systems interleaved, each on a fresh pebble state (%v), in the bench process; medians. Machine: %s; load (1 min) %.2f at the start, %.2f at the end.\n\n",
+		r.Seed, r.Records, r.Stats, r.Generated, r.Rounds, r.Options, r.Machine.Note, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+	p("| system | core | snapshot | snapshot records/s | snapshot CPU µs/record | CDC records | CDC records/s | CDC CPU µs/record | changes/CDC record | state B/source row | final rows | fan-out changes | fan-out ms |\n")
+	p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Systems {
+		snap := "bulk"
+		if s.RowByRow {
+			snap = "row by row"
+		}
+		p("| %s | %s | %s | %.0f | %.1f | %d | %.0f | %.1f | %.2f | %.0f | %d | %d | %.1f |\n", s.Name, s.Core, snap,
+			s.SnapshotRecordsPerSecond, s.SnapshotCPUMicros, s.CDCRecords, s.CDCRecordsPerSecond, s.CDCCPUMicros, s.CDCChangesPerRecord,
+			s.StateBytesPerRow, s.FinalRows, s.FanoutChanges, s.FanoutMillis)
+	}
+	if len(r.Systems) == 4 {
+		two, chain := r.Systems[0], r.Systems[3]
+		p("\nchain ÷ two-table, CPU µs per input record: snapshot %.2f× (%.2f× against two-table-rows), CDC %.2f×.\n",
+			chain.SnapshotCPUMicros/two.SnapshotCPUMicros, chain.SnapshotCPUMicros/r.Systems[1].SnapshotCPUMicros, chain.CDCCPUMicros/two.CDCCPUMicros)
+	}
+	p("\nFan-out: %s.\n\nCorrectness: %s.\n\n", r.Fanout, r.Checked)
+	p("| round | system | snapshot s | snapshot CPU s | CDC s | CDC CPU s | state bytes | fan-out changes | load (1 min) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, x := range r.Runs {
+		p("| %d | %s | %.2f | %.2f | %.2f | %.2f | %d | %d | %.2f |\n", x.Round, x.System, x.SnapshotSeconds, x.SnapshotCPU, x.CDCSeconds, x.CDCCPU, x.StateBytes, x.FanoutChanges, x.LoadAvg)
+	}
+	p("\nQueries:\n\n```sql\n-- chain\n%s\n-- two-table, two-table-rows, two-table-plan\n%s\n```\n", ChainQuery, ChainTwoQuery)
+	return b.String()
+}
+
+func planMachine(o Options) Machine {
+	m := describeMachine()
+	m.Note = o.MachineNote
+	return m
+}
