@@ -13,6 +13,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/bench/peers"
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
 	"github.com/cdcjoin/cdcjoin/row"
 )
@@ -47,6 +48,10 @@ type PeerOptions struct {
 	// workload (a `--write-history --history-peers` history: without
 	// truncates and TOAST placeholders, which the peers cannot read).
 	Input []string
+	// Shape, if set, is a multi-table plan to compare on instead of the
+	// two-table join: ShapeChain (ChainQuery on ChainHistory's history,
+	// written as replay files; every peer runs the same three-table query).
+	Shape string
 }
 
 // PeerComparison is report.json's "peer_comparison": cdcjoin's replay
@@ -64,6 +69,9 @@ type PeerComparison struct {
 	FinalRows    int64 `json:"final_rows,omitempty"`
 	// Input names the replay files compared on, when not generated.
 	Input   []string     `json:"input,omitempty"`
+	// Shape is PeerOptions.Shape, and History the chain history's counts.
+	Shape   string       `json:"shape,omitempty"`
+	History string       `json:"history,omitempty"`
 	Rounds  int          `json:"rounds"`
 	Systems []PeerSystem `json:"systems"`
 	Runs    []PeerRun    `json:"runs"`
@@ -168,18 +176,33 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 		return nil, err
 	}
 	files := p.Input
-	if len(files) == 0 {
-		o.progress(fmt.Sprintf("peers: generating the %s-row workload", formatRows(o.Workload.Rows)))
-		if files, err = WriteJSONL(ctx, o, filepath.Join(work, "jsonl")); err != nil {
+	var in peers.Input
+	var history, query, recordsTopic string
+	switch {
+	case p.Shape == ShapeChain && len(files) == 0:
+		o.progress(fmt.Sprintf("peers: generating the %s-row chain history", formatRows(o.Workload.Rows)))
+		if files, history, err = writeChainJSONL(o, filepath.Join(work, "jsonl")); err != nil {
 			return nil, err
 		}
+		t := ChainTables(10)
+		query, recordsTopic = ChainQuery, t[2].Topic()
+		in, err = peers.WriteChainInput(files, t[0].Topic(), t[1].Topic(), recordsTopic, filepath.Join(work, "debezium"))
+	case p.Shape != "":
+		return nil, fmt.Errorf("cdcjoin: bench: peers: shape %q: use %s (on a generated history, without --peer-input)", p.Shape, ShapeChain)
+	default:
+		if len(files) == 0 {
+			o.progress(fmt.Sprintf("peers: generating the %s-row workload", formatRows(o.Workload.Rows)))
+			if files, err = WriteJSONL(ctx, o, filepath.Join(work, "jsonl")); err != nil {
+				return nil, err
+			}
+		}
+		in, err = peers.WriteInput(files, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(work, "debezium"))
 	}
-	in, err := peers.WriteInput(files, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, filepath.Join(work, "debezium"))
 	if err != nil {
 		return nil, err
 	}
 	cmp := &PeerComparison{Records: in.Records, Rows: o.Workload.Rows, Tombstones: in.Tombstones,
-		FilledBefore: in.FilledBefore, PeerBytes: in.Bytes, Rounds: p.Rounds, Input: p.Input}
+		FilledBefore: in.FilledBefore, PeerBytes: in.Bytes, Rounds: p.Rounds, Input: p.Input, Shape: p.Shape, History: history}
 	if len(p.Input) > 0 {
 		cmp.Rows = 0
 	}
@@ -188,13 +211,13 @@ func RunPeers(ctx context.Context, o Options, p PeerOptions) (*Report, error) {
 			cmp.InputBytes += st.Size()
 		}
 	}
-	all := []peerRunner{&cdcjoinPeer{o: o, files: files}}
+	all := []peerRunner{&cdcjoinPeer{o: o, files: files, query: query}}
 	for _, name := range p.Peers {
 		switch name {
 		case PeerFlink:
 			all = append(all, &flinkPeer{f: bt.flink, in: in, conf: p.FlinkConf})
 		case PeerDBSP:
-			all = append(all, &dbspPeer{d: bt.dbsp, files: files, step: p.DBSPStep, inMemory: p.DBSPInMemory})
+			all = append(all, &dbspPeer{d: bt.dbsp, files: files, step: p.DBSPStep, inMemory: p.DBSPInMemory, recordsTopic: recordsTopic})
 		}
 	}
 	rep := newReport(o)
@@ -346,6 +369,9 @@ func median(xs []float64) float64 {
 type cdcjoinPeer struct {
 	o     Options
 	files []string
+	// query, if set, is the SQL of a multi-table job over ChainTables
+	// (chainJob) instead of the two-table join.
+	query string
 }
 
 func (c *cdcjoinPeer) name() string { return "cdcjoin" }
@@ -403,7 +429,12 @@ func (c *cdcjoinPeer) replay(ctx context.Context, stateDir string, after func(*e
 	if err := os.RemoveAll(stateDir); err != nil {
 		return fmt.Errorf("cdcjoin: bench: %w", err)
 	}
-	cfg, err := jobConfig(c.o, stateDir, "")
+	var cfg *config.Config
+	if c.query != "" {
+		cfg, err = chainJob(c.o, c.query, stateDir, false)
+	} else {
+		cfg, err = jobConfig(c.o, stateDir, "")
+	}
 	if err != nil {
 		return err
 	}
@@ -493,6 +524,8 @@ type dbspPeer struct {
 	files    []string
 	step     int
 	inMemory bool
+	// recordsTopic, if set: the three-table chain (peers.DBSPRun).
+	recordsTopic string
 }
 
 func (p *dbspPeer) name() string { return PeerDBSP }
@@ -506,8 +539,12 @@ func (p *dbspPeer) setup() string {
 	if p.inMemory {
 		state = "state in memory"
 	}
-	return fmt.Sprintf("dbsp 0.349 circuit (upsert maps keyed by primary key, join on user_id), %d workers, %d-record steps, %s; reads the replay files (serde_json); output changes counted",
-		goruntime.NumCPU(), step, state)
+	join := "join on user_id"
+	if p.recordsTopic != "" {
+		join = "u⋈d joined on user_id, re-indexed by domain id, joined with dns_records on domain_id"
+	}
+	return fmt.Sprintf("dbsp 0.349 circuit (upsert maps keyed by primary key, %s), %d workers, %d-record steps, %s; reads the replay files (serde_json); output changes counted",
+		join, goruntime.NumCPU(), step, state)
 }
 
 func (p *dbspPeer) timed() string {
@@ -516,7 +553,7 @@ func (p *dbspPeer) timed() string {
 
 func (p *dbspPeer) runOnce(ctx context.Context, stateDir, final string) (peers.DBSPResult, error) {
 	r := peers.DBSPRun{Files: p.files, ParentTopic: cdcgen.DefaultParentTopic, ChildTopic: cdcgen.DefaultChildTopic,
-		Workers: goruntime.NumCPU(), Step: p.step, Final: final}
+		RecordsTopic: p.recordsTopic, Workers: goruntime.NumCPU(), Step: p.step, Final: final}
 	if !p.inMemory {
 		r.StorageDir = stateDir
 	}
@@ -540,7 +577,10 @@ func (r *Report) peerMarkdown(b *strings.Builder) {
 	c := r.Peers
 	w := r.Workload
 	p("\n\n## cdcjoin and its peers on one workload\n\n")
-	if len(c.Input) > 0 {
+	if c.Shape == ShapeChain {
+		p("The three-table chain (`--shape chain`), every system running\n\n```sql\n%s\n```\n\non one generated history (`--rows %s`, seed %d, %d partitions per topic; %s): **%d Kafka records** (%.1f MB; %d of them tombstones), schemas off, no truncates, TOAST placeholders or snapshot rerun. ",
+			ChainQuery, formatRows(c.Rows), w.Seed, w.Partitions, c.History, c.Records, float64(c.InputBytes)/1e6, c.Tombstones)
+	} else if len(c.Input) > 0 {
 		p("The replay files %s: **%d Kafka records** (%.1f MB; %d of them tombstones). ", strings.Join(c.Input, ", "), c.Records, float64(c.InputBytes)/1e6, c.Tombstones)
 	} else {
 		p("One generated workload (`--rows %s`, seed %d): the snapshot, cdc and storm phases' records as `cdcjoin replay` files, **%d Kafka records** (%.1f MB; %d of them tombstones), schemas %s, %d partitions per topic, %.1f children per parent, %d/%d unselected pad columns of %d B, TOAST placeholders off (a debezium-json reader would store them as values). ",

@@ -438,6 +438,8 @@ func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engi
 		return run, fmt.Errorf("cdcjoin: bench: flush state: %w", err)
 	}
 	run.StateBytes = eng.Store().DiskBytes()
+	// The profile covers the CDC records only.
+	stopProfile := func() error { return nil }
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
@@ -447,12 +449,15 @@ func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engi
 			f.Close()
 			return run, fmt.Errorf("cdcjoin: bench: cpu profile: %w", err)
 		}
-		defer func() {
+		stopProfile = func() error {
+			stopProfile = func() error { return nil }
 			pprof.StopCPUProfile()
-			if cerr := f.Close(); err == nil && cerr != nil {
-				err = fmt.Errorf("cdcjoin: bench: %w", cerr)
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("cdcjoin: bench: %w", err)
 			}
-		}()
+			return nil
+		}
+		defer func() { _ = stopProfile() }() // on an early return
 	}
 	before := sink.n
 	sw = startWatch()
@@ -463,6 +468,9 @@ func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engi
 		return run, err
 	}
 	run.CDCSeconds, run.CDCCPU = sw.elapsed()
+	if err := stopProfile(); err != nil {
+		return run, err
+	}
 	run.CDCChanges = int64(sink.n - before)
 	if err := s.check(eng, cfg.OutputNames()); err != nil {
 		return run, err
@@ -584,4 +592,50 @@ func planMachine(o Options) Machine {
 	m := describeMachine()
 	m.Note = o.MachineNote
 	return m
+}
+
+// writeChainJSONL writes ChainHistory(o) as replay files (snapshot.jsonl
+// and cdc.jsonl) into dir and returns their paths and the history's counts.
+func writeChainJSONL(o Options, dir string) ([]string, string, error) {
+	h, err := ChainHistory(o)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("cdcjoin: bench: %w", err)
+	}
+	parts := []struct {
+		name string
+		recs []cdcgen.Record
+	}{{"snapshot.jsonl", h.Records[:h.Stats.Snapshot]}, {"cdc.jsonl", h.Records[h.Stats.Snapshot:]}}
+	var files []string
+	for _, part := range parts {
+		name := filepath.Join(dir, part.name)
+		if err := writeRecords(name, part.recs); err != nil {
+			return nil, "", err
+		}
+		files = append(files, name)
+	}
+	return files, h.Stats.String(), nil
+}
+
+// writeRecords writes recs to name in the replay format.
+func writeRecords(name string, recs []cdcgen.Record) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("cdcjoin: bench: %w", err)
+	}
+	w := cdcgen.NewJSONLWriter(f)
+	for i := range recs {
+		if err = w.Write(&recs[i]); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("cdcjoin: bench: %w", cerr)
+	}
+	return err
 }

@@ -2,8 +2,12 @@ package bench
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cdcjoin/cdcjoin/bench/peers"
 )
 
 // TestRunPlanChain runs the chain benchmark on a small history: every
@@ -58,4 +62,55 @@ func TestRunPlanChain(t *testing.T) {
 		t.Fatalf("negative control: want a difference, got %v", err)
 	}
 	t.Logf("negative control: %v", err)
+}
+
+// TestChainPeers runs `cdcjoin bench --shape chain --peer …` small: each
+// peer's final join must equal cdcjoin's (RunPeers' check), and cdcjoin's
+// must equal the chain query over the generator's final tables
+// (chainOracle), so all of them compute PostgreSQL's answer. Set
+// CDCJOIN_PEER_FLINK=1 and/or CDCJOIN_PEER_DBSP=1 (the toolchains of
+// TestSmokePeerFlink and peers.TestDBSPOracle).
+func TestChainPeers(t *testing.T) {
+	var names []string
+	if os.Getenv("CDCJOIN_PEER_DBSP") != "" {
+		names = append(names, PeerDBSP)
+	}
+	if os.Getenv("CDCJOIN_PEER_FLINK") != "" {
+		names = append(names, PeerFlink)
+	}
+	if len(names) == 0 {
+		t.Skip("set CDCJOIN_PEER_FLINK=1 and/or CDCJOIN_PEER_DBSP=1 to run the chain's peers")
+	}
+	dir := t.TempDir()
+	o := Options{Workload: Workload{Seed: 11, Rows: 7000, CDCEvents: 5000, Partitions: 3}, Dir: dir, KeepState: true,
+		Progress: func(l string) { t.Log(l) }}
+	rep, err := RunPeers(context.Background(), o, PeerOptions{Peers: names, Rounds: 1, Check: true, Shape: ShapeChain})
+	if err != nil {
+		t.Fatalf("seed 11: %v", err)
+	}
+	c := rep.Peers
+	if c.Shape != ShapeChain || len(c.Checks) != len(names) || c.FinalRows == 0 {
+		t.Fatalf("comparison incomplete: %+v", c)
+	}
+	for _, ch := range c.Checks {
+		if !ch.Equal {
+			t.Fatalf("%s differs: %s", ch.System, ch.Diff)
+		}
+	}
+	h, err := ChainHistory(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "oracle.jsonl")
+	if err := os.WriteFile(want, []byte(strings.Join(chainOracle(h.Final, []string{"users", "domains", "dns_records"}), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := peers.CompareFinal(want, filepath.Join(dir, "peer-work", "final-cdcjoin.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Equal() || d.RowsA == 0 {
+		t.Fatalf("seed 11: cdcjoin's chain differs from the oracle: %v", d)
+	}
+	t.Logf("%d rows; %v", c.FinalRows, c.Checks)
 }

@@ -77,6 +77,9 @@ type DBSPRun struct {
 	// topics of the two tables.
 	Files                   []string
 	ParentTopic, ChildTopic string
+	// RecordsTopic, if set, makes it the three-table chain (bench's
+	// ShapeChain): dns_records joined to the domains on domain_id.
+	RecordsTopic string
 	// Workers is the number of DBSP worker threads (0: the number of cores).
 	Workers int
 	// Step is the number of input records per DBSP transaction (0: 10,000).
@@ -104,6 +107,9 @@ type DBSPResult struct {
 // Run runs the peer once to completion.
 func (d *DBSP) Run(ctx context.Context, r DBSPRun) (DBSPResult, error) {
 	args := []string{"--parent-topic", r.ParentTopic, "--child-topic", r.ChildTopic}
+	if r.RecordsTopic != "" {
+		args = append(args, "--records-topic", r.RecordsTopic)
+	}
 	for _, f := range r.Files {
 		args = append(args, "--input", f)
 	}

@@ -132,6 +132,9 @@ type FlinkResult struct {
 func (f *Flink) Run(ctx context.Context, r FlinkRun) (FlinkResult, error) {
 	args := []string{"@" + f.jvmOptions, "-cp", f.classpath, flinkMain,
 		"--users", r.Input.ParentDir, "--domains", r.Input.ChildDir, "--state-dir", r.StateDir}
+	if r.Input.RecordsDir != "" {
+		args = append(args, "--dns-records", r.Input.RecordsDir)
+	}
 	if r.Parallelism > 0 {
 		args = append(args, "--parallelism", strconv.Itoa(r.Parallelism))
 	}

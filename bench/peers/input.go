@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
@@ -25,8 +27,9 @@ import (
 // record of a row is on one partition, as Kafka's default partitioner puts
 // it), the only order Kafka promises.
 type Input struct {
-	// ParentDir and ChildDir hold part-<partition>.json files.
-	ParentDir, ChildDir string
+	// ParentDir and ChildDir hold part-<partition>.json files; RecordsDir
+	// too, for the three-table chain (WriteChainInput), else it is empty.
+	ParentDir, ChildDir, RecordsDir string
 	// Records is the number of input Kafka records read, tombstones included:
 	// the numerator of every records/s figure.
 	Records int64
@@ -60,18 +63,33 @@ var unavailable = []byte(`"__debezium_unavailable_value"`)
 // it would store the placeholder as the column's value.
 func WriteInput(files []string, parentTopic, childTopic, dir string) (Input, error) {
 	in := Input{ParentDir: filepath.Join(dir, "users"), ChildDir: filepath.Join(dir, "domains")}
-	for _, d := range []string{in.ParentDir, in.ChildDir} {
+	err := writeInput(files, map[string]string{parentTopic: in.ParentDir, childTopic: in.ChildDir}, &in)
+	return in, err
+}
+
+// WriteChainInput is WriteInput for the three-table chain (bench's
+// ShapeChain): the records of usersTopic, domainsTopic and recordsTopic go
+// into dir/users/, dir/domains/ and dir/dns_records/.
+func WriteChainInput(files []string, usersTopic, domainsTopic, recordsTopic, dir string) (Input, error) {
+	in := Input{ParentDir: filepath.Join(dir, "users"), ChildDir: filepath.Join(dir, "domains"), RecordsDir: filepath.Join(dir, "dns_records")}
+	err := writeInput(files, map[string]string{usersTopic: in.ParentDir, domainsTopic: in.ChildDir, recordsTopic: in.RecordsDir}, &in)
+	return in, err
+}
+
+// writeInput converts files into dirs (topic → directory), counting into in.
+func writeInput(files []string, dirs map[string]string, in *Input) error {
+	for _, d := range dirs {
 		if err := os.RemoveAll(d); err != nil {
-			return in, fmt.Errorf("cdcjoin: peers: %w", err)
+			return fmt.Errorf("cdcjoin: peers: %w", err)
 		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return in, fmt.Errorf("cdcjoin: peers: %w", err)
+			return fmt.Errorf("cdcjoin: peers: %w", err)
 		}
 	}
 	w := &partWriter{files: map[partKey]*partFile{}}
 	err := func() error {
 		for _, name := range files {
-			if err := convertFile(name, parentTopic, childTopic, &in, w); err != nil {
+			if err := convertFile(name, dirs, in, w); err != nil {
 				return err
 			}
 		}
@@ -82,10 +100,10 @@ func WriteInput(files []string, parentTopic, childTopic, dir string) (Input, err
 		err = cerr
 	}
 	in.Bytes = n
-	return in, err
+	return err
 }
 
-func convertFile(name, parentTopic, childTopic string, in *Input, w *partWriter) error {
+func convertFile(name string, dirs map[string]string, in *Input, w *partWriter) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return fmt.Errorf("cdcjoin: peers: %w", err)
@@ -94,14 +112,14 @@ func convertFile(name, parentTopic, childTopic string, in *Input, w *partWriter)
 	var line []byte
 	return engine.ReadJSONL(f, name, func(r *engine.Record) error {
 		in.Records++
-		var dir string
-		switch r.Topic {
-		case parentTopic:
-			dir = in.ParentDir
-		case childTopic:
-			dir = in.ChildDir
-		default:
-			return fmt.Errorf("cdcjoin: peers: %s: record of topic %q, want %q or %q", name, r.Topic, parentTopic, childTopic)
+		dir, ok := dirs[r.Topic]
+		if !ok {
+			want := make([]string, 0, len(dirs))
+			for t := range dirs {
+				want = append(want, strconv.Quote(t))
+			}
+			slices.Sort(want)
+			return fmt.Errorf("cdcjoin: peers: %s: %s partition %d offset %d: record of topic %q, want one of %s", name, r.Topic, r.Partition, r.Offset, r.Topic, strings.Join(want, ", "))
 		}
 		if r.Value == nil {
 			in.Tombstones++

@@ -98,3 +98,37 @@ func TestCompareFinal(t *testing.T) {
 		t.Fatalf("different files: %+v %v", d, err)
 	}
 }
+
+// TestWriteChainInput: three topics into three directories; a fourth is
+// an error naming its topic, partition and offset.
+func TestWriteChainInput(t *testing.T) {
+	dir := t.TempDir()
+	const records = "dbserver1.public.dns_records"
+	in := writeLines(t, filepath.Join(dir, "in.jsonl"),
+		`{"topic":"dbserver1.public.users","partition":0,"offset":0,"key":{"id":1},"value":{"before":null,"after":{"id":1,"firstname":"A","lastname":"B"},"op":"r"}}`,
+		`{"topic":"dbserver1.public.domains","partition":1,"offset":0,"key":{"id":7},"value":{"before":null,"after":{"id":7,"user_id":1,"domain_name":"x"},"op":"r"}}`,
+		`{"topic":"dbserver1.public.dns_records","partition":2,"offset":0,"key":{"id":9},"value":{"before":null,"after":{"id":9,"domain_id":7,"rtype":"A","ttl":300},"op":"u"}}`,
+	)
+	got, err := WriteChainInput([]string{in}, usersTopic, domainsTopic, records, filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Records != 3 || got.FilledBefore != 1 || got.RecordsDir == "" {
+		t.Fatalf("counts: %+v", got)
+	}
+	b, err := os.ReadFile(filepath.Join(got.RecordsDir, "part-2.json"))
+	if err != nil || string(b) != `{"before":{"id":9},"after":{"id":9,"domain_id":7,"rtype":"A","ttl":300},"op":"u"}`+"\n" {
+		t.Fatalf("dns_records: %q %v", b, err)
+	}
+	for _, d := range []string{got.ParentDir, got.ChildDir} {
+		if ents, err := os.ReadDir(d); err != nil || len(ents) != 1 {
+			t.Fatalf("%s: %v %v", d, ents, err)
+		}
+	}
+	bad := writeLines(t, filepath.Join(dir, "bad.jsonl"),
+		`{"topic":"dbserver1.public.registrars","partition":4,"offset":5,"key":{"id":1},"value":null}`)
+	_, err = WriteChainInput([]string{bad}, usersTopic, domainsTopic, records, filepath.Join(dir, "out2"))
+	if err == nil || !strings.Contains(err.Error(), `"dbserver1.public.registrars"`) || !strings.Contains(err.Error(), "partition 4 offset 5") {
+		t.Fatalf("want an error naming the topic, partition and offset, got %v", err)
+	}
+}

@@ -203,7 +203,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 				o.Sync = false
 			}
 			po := bench.PeerOptions{Peers: strings.Split(*peer, ","), Rounds: *peerRounds, Check: *peerCheck, CacheDir: *peerCache,
-				DBSPStep: *dbspStep, DBSPInMemory: *dbspMemory}
+				DBSPStep: *dbspStep, DBSPInMemory: *dbspMemory, Shape: *shape}
 			if *flinkConf != "" {
 				po.FlinkConf = strings.Split(*flinkConf, ",")
 			}

@@ -22,6 +22,12 @@
 //! built before). With `--out FILE` the final join is folded from the
 //! changes and written there, one JSON object per row keyed by the select
 //! names (the shape of `cdcjoin replay --final`), and `"rows"` is added.
+//! With `--records-topic T` it is the three-table chain of `cdcjoin bench
+//! --shape chain` instead: the u⋈d rows re-indexed by domain id and joined
+//! with the dns_records (an upsert map too) re-indexed by domain_id (a NULL
+//! domain_id matches nothing), selecting also `r.id AS record_id, r.rtype,
+//! r.ttl`.
+//!
 //! Exits 2 on bad arguments, 1 on anything the peer cannot take (a
 //! truncate, a TOAST placeholder, a record of another topic).
 
@@ -39,7 +45,7 @@ use dbsp::circuit::{
 use dbsp::operator::Update;
 use dbsp::trace::BatchReader as _;
 use dbsp::typed_batch::SpineSnapshot;
-use dbsp::utils::{Tup2, Tup5};
+use dbsp::utils::{Tup2, Tup3, Tup4, Tup5, Tup8};
 use dbsp::{BatchReader as _, IndexedZSetReader as _, MapHandle, OrdZSet, OutputHandle, Runtime};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -47,6 +53,18 @@ use serde_json::value::RawValue;
 type UserRow = Tup2<Option<String>, Option<String>>; // firstname, lastname
 type DomainRow = Tup2<i64, Option<String>>; // user_id, domain_name
 type Joined = Tup5<i64, Option<String>, Option<String>, i64, Option<String>>;
+type RecordRow = Tup3<Option<i64>, Option<String>, Option<i32>>; // domain_id, rtype, ttl
+type Chained = Tup8<
+    i64,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<i32>,
+>;
+const CHAIN_NAMES: [&str; 3] = ["record_id", "rtype", "ttl"];
 
 const NAMES: [&str; 5] = [
     "user_id",
@@ -61,6 +79,7 @@ struct Args {
     inputs: Vec<PathBuf>,
     parent_topic: String,
     child_topic: String,
+    records_topic: Option<String>,
     workers: usize,
     step: usize,
     storage: Option<PathBuf>,
@@ -68,9 +87,10 @@ struct Args {
     out: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: cdcjoin-dbsp-peer --input FILE [--input FILE]... [--parent-topic T] [--child-topic T]
+const USAGE: &str = "usage: cdcjoin-dbsp-peer --input FILE [--input FILE]... [--parent-topic T] [--child-topic T] [--records-topic T]
                          [--workers N] [--step N] [--storage DIR [--min-storage-bytes N]] [--out FILE]
   --input          replay files (JSON lines of Kafka records), read in the order given
+  --records-topic  the three-table chain: dns_records joined to the domains on domain_id
   --workers        DBSP worker threads (default: the number of cores)
   --step           input records per DBSP transaction (default 10000)
   --storage        spill state to this directory (DBSP storage); without it state stays in memory
@@ -82,6 +102,7 @@ fn parse_args() -> Result<Args, String> {
         inputs: vec![],
         parent_topic: "dbserver1.public.users".into(),
         child_topic: "dbserver1.public.domains".into(),
+        records_topic: None,
         workers: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
@@ -101,6 +122,7 @@ fn parse_args() -> Result<Args, String> {
             "--input" => a.inputs.push(v.into()),
             "--parent-topic" => a.parent_topic = v,
             "--child-topic" => a.child_topic = v,
+            "--records-topic" => a.records_topic = Some(v),
             "--workers" => a.workers = num(&v)?,
             "--step" => a.step = num(&v)?,
             "--storage" => a.storage = Some(v.into()),
@@ -162,6 +184,20 @@ struct DomainAfter {
     domain_name: Option<String>,
 }
 
+#[derive(Deserialize)]
+struct RecordEnvelope<'a> {
+    #[serde(borrow)]
+    op: Cow<'a, str>,
+    after: Option<RecordAfter>,
+}
+
+#[derive(Deserialize)]
+struct RecordAfter {
+    domain_id: Option<i64>,
+    rtype: Option<String>,
+    ttl: Option<i32>,
+}
+
 /// The payload of a schemas-on `{"schema":…,"payload":…}` JSON, or raw.
 fn payload(raw: &RawValue) -> Result<&str, String> {
     let s = raw.get();
@@ -213,7 +249,10 @@ where
 struct Handles {
     users: MapHandle<i64, UserRow, ()>,
     domains: MapHandle<i64, DomainRow, ()>,
-    out: OutputHandle<SpineSnapshot<OrdZSet<Joined>>>,
+    records: MapHandle<i64, RecordRow, ()>,
+    // out for the two-table join, chain for the three-table chain.
+    out: Option<OutputHandle<SpineSnapshot<OrdZSet<Joined>>>>,
+    chain: Option<OutputHandle<SpineSnapshot<OrdZSet<Chained>>>>,
 }
 
 fn run(a: Args) -> Result<String, String> {
@@ -234,9 +273,11 @@ fn run(a: Args) -> Result<String, String> {
         .map_err(|e| format!("storage: {e}"))?;
         config = config.with_storage(Some(storage));
     }
-    let (mut dbsp, mut h) = Runtime::init_circuit(config, |circuit| {
+    let chain = a.records_topic.is_some();
+    let (mut dbsp, mut h) = Runtime::init_circuit(config, move |circuit| {
         let (users, users_h) = circuit.add_input_map::<i64, UserRow, (), _>(|_, _| {});
         let (domains, domains_h) = circuit.add_input_map::<i64, DomainRow, (), _>(|_, _| {});
+        let (records, records_h) = circuit.add_input_map::<i64, RecordRow, (), _>(|_, _| {});
         let by_user =
             domains.map_index(|(id, Tup2(user_id, name))| (*user_id, Tup2(*id, name.clone())));
         let joined = by_user.join(
@@ -251,35 +292,78 @@ fn run(a: Args) -> Result<String, String> {
                 )
             },
         );
+        if !chain {
+            return Ok(Handles {
+                users: users_h,
+                domains: domains_h,
+                records: records_h,
+                out: Some(joined.accumulate_output()),
+                chain: None,
+            });
+        }
+        let by_domain = joined.map_index(|Tup5(uid, first, last, did, name)| {
+            (*did, Tup4(*uid, first.clone(), last.clone(), name.clone()))
+        });
+        let records_by_domain = records.flat_map_index(|(id, Tup3(did, rtype, ttl))| {
+            did.map(|d| (d, Tup3(*id, rtype.clone(), *ttl)))
+        });
+        let chained = by_domain.join(
+            &records_by_domain,
+            |did, Tup4(uid, first, last, name), Tup3(rid, rtype, ttl)| {
+                Tup8(
+                    *uid,
+                    first.clone(),
+                    last.clone(),
+                    *did,
+                    name.clone(),
+                    *rid,
+                    rtype.clone(),
+                    *ttl,
+                )
+            },
+        );
         Ok(Handles {
             users: users_h,
             domains: domains_h,
-            out: joined.accumulate_output(),
+            records: records_h,
+            out: None,
+            chain: Some(chained.accumulate_output()),
         })
     })
     .map_err(|e| format!("circuit: {e}"))?;
 
-    let mut final_rows: Option<HashMap<Joined, i64>> = a.out.as_ref().map(|_| HashMap::new());
+    let mut final_rows: Option<HashMap<Chained, i64>> = a.out.as_ref().map(|_| HashMap::new());
     let mut changes: i64 = 0;
     let mut records: u64 = 0;
     let mut users: Vec<Tup2<i64, Update<UserRow, ()>>> = Vec::with_capacity(a.step);
     let mut domains: Vec<Tup2<i64, Update<DomainRow, ()>>> = Vec::with_capacity(a.step);
+    let mut records_batch: Vec<Tup2<i64, Update<RecordRow, ()>>> = Vec::new();
     let mut pending = 0usize;
 
     let start = Instant::now();
     let mut step =
-        |users: &mut Vec<_>, domains: &mut Vec<_>, h: &mut Handles| -> Result<(), String> {
+        |users: &mut Vec<_>, domains: &mut Vec<_>, records: &mut Vec<_>, h: &mut Handles| -> Result<(), String> {
             h.users.append(users);
             h.domains.append(domains);
+            h.records.append(records);
             dbsp.transaction().map_err(|e| format!("step: {e}"))?;
-            match final_rows.as_mut() {
-                None => changes += h.out.concat().inner().len() as i64,
-                Some(rows) => {
-                    for (row, (), w) in h.out.concat().consolidate().iter() {
+            match (final_rows.as_mut(), &h.out, &h.chain) {
+                (None, Some(out), _) => changes += out.concat().inner().len() as i64,
+                (None, None, Some(out)) => changes += out.concat().inner().len() as i64,
+                (Some(rows), Some(out), _) => {
+                    for (Tup5(u, f, l, d, n), (), w) in out.concat().consolidate().iter() {
+                        changes += 1;
+                        // Two tables: the chain's last three columns stay at their defaults.
+                        *rows.entry(Tup8(u, f, l, d, n, 0, None, None)).or_insert(0) += w;
+                    }
+                }
+                (Some(rows), None, Some(out)) => {
+                    for (row, (), w) in out.concat().consolidate().iter() {
                         changes += 1;
                         *rows.entry(row).or_insert(0) += w;
                     }
                 }
+                (_, None, None) => unreachable!("the circuit has one output"),
             }
             Ok(())
         };
@@ -324,21 +408,33 @@ fn run(a: Args) -> Result<String, String> {
                     })
                     .map_err(at)?;
                     push(&mut domains, c);
+                } else if a.records_topic.as_deref() == Some(&*rec.topic) {
+                    let c = change(key, value, serde_json::from_str::<RecordEnvelope>, |e| {
+                        (
+                            e.op.into_owned(),
+                            e.after.map(|r| Tup3(r.domain_id, r.rtype, r.ttl)),
+                        )
+                    })
+                    .map_err(at)?;
+                    push(&mut records_batch, c);
                 } else {
                     return Err(at(format!("record of topic {:?}", rec.topic)));
                 }
-            } else if rec.topic != a.parent_topic && rec.topic != a.child_topic {
+            } else if rec.topic != a.parent_topic
+                && rec.topic != a.child_topic
+                && a.records_topic.as_deref() != Some(&*rec.topic)
+            {
                 return Err(at(format!("record of topic {:?}", rec.topic)));
             }
             // A tombstone (null value) changes nothing; it still counts as a record.
             if pending >= a.step {
-                step(&mut users, &mut domains, &mut h)?;
+                step(&mut users, &mut domains, &mut records_batch, &mut h)?;
                 pending = 0;
             }
         }
     }
     if pending > 0 {
-        step(&mut users, &mut domains, &mut h)?;
+        step(&mut users, &mut domains, &mut records_batch, &mut h)?;
     }
     let job_seconds = start.elapsed().as_secs_f64();
     drop(step);
@@ -350,7 +446,7 @@ fn run(a: Args) -> Result<String, String> {
         a.workers
     );
     if let (Some(out), Some(rows)) = (&a.out, final_rows) {
-        let n = write_final(out, rows)?;
+        let n = write_final(out, rows, chain)?;
         result.push_str(&format!(",\"rows\":{n}"));
     }
     result.push('}');
@@ -359,7 +455,7 @@ fn run(a: Args) -> Result<String, String> {
 
 /// Writes the rows of positive weight (repeated by weight) as JSON objects;
 /// a negative weight is an error (a retraction of a row never emitted).
-fn write_final(path: &PathBuf, rows: HashMap<Joined, i64>) -> Result<u64, String> {
+fn write_final(path: &PathBuf, rows: HashMap<Chained, i64>, chain: bool) -> Result<u64, String> {
     let f = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut w = BufWriter::new(f);
     let mut n = 0u64;
@@ -367,10 +463,16 @@ fn write_final(path: &PathBuf, rows: HashMap<Joined, i64>) -> Result<u64, String
         if weight < 0 {
             return Err(format!("row {row:?} has weight {weight}"));
         }
-        let Tup5(uid, first, last, did, name) = row;
-        let obj = serde_json::json!({
+        let Tup8(uid, first, last, did, name, rid, rtype, ttl) = row;
+        let mut obj = serde_json::json!({
             NAMES[0]: uid, NAMES[1]: first, NAMES[2]: last, NAMES[3]: did, NAMES[4]: name,
         });
+        if chain {
+            let m = obj.as_object_mut().expect("an object");
+            m.insert(CHAIN_NAMES[0].into(), rid.into());
+            m.insert(CHAIN_NAMES[1].into(), rtype.into());
+            m.insert(CHAIN_NAMES[2].into(), ttl.into());
+        }
         for _ in 0..weight {
             writeln!(w, "{obj}").map_err(|e| e.to_string())?;
             n += 1;

@@ -45,6 +45,17 @@ public final class JoinPeer {
       "SELECT u.id AS user_id, u.firstname, u.lastname, d.id AS domain_id, d.domain_name\n"
           + "FROM users u JOIN domains d ON d.user_id = u.id";
 
+  /** The three-table chain's select list (bench/plan.go's ChainQuery), with --dns-records. */
+  static final String[] CHAIN_NAMES = {
+    "user_id", "firstname", "lastname", "domain_id", "domain_name", "record_id", "rtype", "ttl"
+  };
+
+  static final String CHAIN =
+      "SELECT u.id AS user_id, u.firstname, u.lastname, d.id AS domain_id, d.domain_name,\n"
+          + "       r.id AS record_id, r.rtype, r.ttl\n"
+          + "FROM users u JOIN domains d ON d.user_id = u.id\n"
+          + "JOIN dns_records r ON r.domain_id = d.id";
+
   private JoinPeer() {}
 
   public static void main(String[] args) {
@@ -72,6 +83,18 @@ public final class JoinPeer {
             + ") WITH ("
             + source(a.domains)
             + ")");
+    boolean chain = a.records != null;
+    String[] names = chain ? CHAIN_NAMES : NAMES;
+    String query = chain ? CHAIN : JOIN;
+    if (chain) {
+      tEnv.executeSql(
+          "CREATE TABLE dns_records (\n"
+              + "  id BIGINT NOT NULL, domain_id BIGINT, rtype STRING, ttl INT,\n"
+              + "  PRIMARY KEY (id) NOT ENFORCED\n"
+              + ") WITH ("
+              + source(a.records)
+              + ")");
+    }
 
     PeerMain.report(
         out,
@@ -80,12 +103,14 @@ public final class JoinPeer {
           if (a.sink.equals("blackhole")) {
             tEnv.executeSql(
                 "CREATE TABLE sink (user_id BIGINT, firstname STRING, lastname STRING,"
-                    + " domain_id BIGINT, domain_name STRING) WITH ('connector' = 'blackhole')");
-            return tEnv.executeSql("INSERT INTO sink " + JOIN).getJobClient().orElseThrow();
+                    + " domain_id BIGINT, domain_name STRING"
+                    + (chain ? ", record_id BIGINT, rtype STRING, ttl INT" : "")
+                    + ") WITH ('connector' = 'blackhole')");
+            return tEnv.executeSql("INSERT INTO sink " + query).getJobClient().orElseThrow();
           }
-          TableResult r = tEnv.executeSql(JOIN);
+          TableResult r = tEnv.executeSql(query);
           JobClient job = r.getJobClient().orElseThrow();
-          Fold fold = new Fold();
+          Fold fold = new Fold(names);
           try (CloseableIterator<Row> it = r.collect()) {
             while (it.hasNext()) {
               fold.apply(it.next());
@@ -115,11 +140,16 @@ public final class JoinPeer {
    */
   static final class Fold {
     final Map<String, Integer> rows = new HashMap<>();
+    final String[] names;
     long changes;
+
+    Fold(String[] names) {
+      this.names = names;
+    }
 
     void apply(Row r) {
       changes++;
-      String line = json(r);
+      String line = json(r, names);
       int d = (r.getKind() == RowKind.INSERT || r.getKind() == RowKind.UPDATE_AFTER) ? 1 : -1;
       int n = rows.getOrDefault(line, 0) + d;
       if (n < 0) {
@@ -157,14 +187,14 @@ public final class JoinPeer {
     }
   }
 
-  /** Renders r as a JSON object keyed by NAMES. */
-  static String json(Row r) {
+  /** Renders r as a JSON object keyed by names. */
+  static String json(Row r, String[] names) {
     StringBuilder b = new StringBuilder(128).append('{');
-    for (int i = 0; i < NAMES.length; i++) {
+    for (int i = 0; i < names.length; i++) {
       if (i > 0) {
         b.append(',');
       }
-      b.append('"').append(NAMES[i]).append("\":");
+      b.append('"').append(names[i]).append("\":");
       Object v = r.getField(i);
       if (v == null) {
         b.append("null");
@@ -212,16 +242,18 @@ public final class JoinPeer {
   /** Command-line arguments. */
   static final class Args extends PeerMain.CommonArgs {
     static final String USAGE =
-        "usage: JoinPeer --users DIR --domains DIR --state-dir DIR [--parallelism N]\n"
+        "usage: JoinPeer --users DIR --domains DIR [--dns-records DIR] --state-dir DIR"
+            + " [--parallelism N]\n"
             + "                [--sink blackhole|collect] [--out FILE] [--conf KEY=VALUE]...\n"
             + "  --users, --domains  directories of debezium-json files (schemas off), one per"
             + " source partition\n"
+            + "  --dns-records       the three-table chain (users ⋈ domains ⋈ dns_records) instead\n"
             + "  --state-dir         RocksDB's local directory (state on disk)\n"
             + "  --parallelism       default: the number of cores\n"
             + "  --sink              blackhole (timing, default) or collect (final join to --out)\n"
             + "  --conf              any Flink option, e.g. table.exec.mini-batch.enabled=true";
 
-    Path users, domains;
+    Path users, domains, records;
 
     static Args parse(String[] args) {
       Args a = new Args();
@@ -231,6 +263,7 @@ public final class JoinPeer {
             switch (flag) {
               case "--users" -> a.users = Path.of(v);
               case "--domains" -> a.domains = Path.of(v);
+              case "--dns-records" -> a.records = Path.of(v);
               default -> throw new IllegalArgumentException("unknown flag " + flag);
             }
           });
