@@ -68,7 +68,7 @@ type PeerComparison struct {
 	PeerBytes    int64 `json:"peer_input_bytes"`
 	FinalRows    int64 `json:"final_rows,omitempty"`
 	// Input names the replay files compared on, when not generated.
-	Input   []string     `json:"input,omitempty"`
+	Input []string `json:"input,omitempty"`
 	// Shape is PeerOptions.Shape, and History the chain history's counts.
 	Shape   string       `json:"shape,omitempty"`
 	History string       `json:"history,omitempty"`
