@@ -586,7 +586,7 @@ func (r *Report) peerMarkdown(b *strings.Builder) {
 		p("One generated workload (`--rows %s`, seed %d): the snapshot, cdc and storm phases' records as `cdcjoin replay` files, **%d Kafka records** (%.1f MB; %d of them tombstones), schemas %s, %d partitions per topic, %.1f children per parent, %d/%d unselected pad columns of %d B, TOAST placeholders off (a debezium-json reader would store them as values). ",
 			formatRows(c.Rows), w.Seed, c.Records, float64(c.InputBytes)/1e6, c.Tombstones, w.Schema, w.Partitions, w.ChildrenPerParent, w.UserPads, w.DomainPads, w.PadBytes)
 	}
-	p("Flink reads the same envelopes as debezium-json files, one per source partition (%.1f MB): tombstones dropped, schemas unwrapped, and the %d updates without a before image (domains: REPLICA IDENTITY DEFAULT) given the record key as before image; DBSP reads the replay files themselves. ",
+	p("Flink reads the same envelopes as debezium-json files, one per source partition (%.1f MB): tombstones dropped, schemas unwrapped, and the %d updates without a before image (REPLICA IDENTITY DEFAULT tables) given the record key as before image; DBSP reads the replay files themselves. ",
 		float64(c.PeerBytes)/1e6, c.FilledBefore)
 	p("records/s = %d input records ÷ the timed wall seconds, for every system; runs interleaved (cdcjoin, peer, cdcjoin, peer, …), %d round(s), each on fresh state.\n\n", c.Records, c.Rounds)
 	p("| system | median records/s | min | max | cdcjoin ÷ system | median records/CPU-s |\n|---|---:|---:|---:|---:|---:|\n")
