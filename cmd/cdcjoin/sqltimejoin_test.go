@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/timejoin"
+	"github.com/cdcjoin/cdcjoin/timejoin/timegen"
+)
+
+// sqlTimeJob is the SQL form of timegen.Config's interval job: the same
+// topics, types and select, the bound written as on (with %[1]s the lower
+// and %[2]s the upper bound as INTERVAL literals).
+func sqlTimeJob(s *timejoin.Spec, join, on, stateDir string) string {
+	iv := func(us int64) string {
+		if us < 0 {
+			return fmt.Sprintf("- INTERVAL '%d microseconds'", -us)
+		}
+		return fmt.Sprintf("+ INTERVAL '%d' SECOND", us/1e6) + fmt.Sprintf(" + INTERVAL '%d microseconds'", us%1e6)
+	}
+	d := func(us int64) string { return (time.Duration(us) * time.Microsecond).String() }
+	return fmt.Sprintf(`name: tj
+tables:
+  lt: {topic: %s, time: t, types: {t: timestamp}}
+  rt: {topic: %s, key: k, time: t, types: {t: timestamp}}
+query: |
+  SELECT l.v AS lv, r.v AS rv
+  FROM lt l %s rt r
+    ON %s
+watermark: {out_of_orderness: %s, idle_timeout: %s, allowed_lateness: %s}
+state: {dir: %q}
+errors: {policy: dlq, dlq_topic: tj.dlq}
+`, timegen.LeftTopic, timegen.RightTopic, join, fmt.Sprintf(on, iv(s.Lower), iv(s.Upper)), d(s.OutOfOrderness), d(s.IdleTimeout), d(s.AllowedLateness), stateDir)
+}
+
+// TestTimeSQLReplayEqualsYAML: one seeded history through the time_join
+// YAML form and through the SQL form gives byte-identical --final and
+// --bad-records files, for each join type (the bound written a different
+// way each time), and both equal the reference; the negative control, the
+// SQL form with an upper bound a millisecond lower, differs.
+func TestTimeSQLReplayEqualsYAML(t *testing.T) {
+	seed := uint64(rand.Int64())
+	t.Logf("seed %d", seed)
+	const ms = 1000
+	for _, tc := range []struct {
+		join timejoin.JoinType
+		sql  string
+		on   string
+	}{
+		{timejoin.Inner, "JOIN", "r.k = l.k AND r.t BETWEEN l.t %s AND l.t %s"},
+		{timejoin.LeftOuter, "LEFT JOIN", "l.k = r.k AND r.t >= l.t %s AND l.t %s >= r.t"},
+		{timejoin.RightOuter, "RIGHT OUTER JOIN", "l.k = r.k AND l.t %[1]s <= r.t AND l.t %[2]s >= r.t"},
+		{timejoin.FullOuter, "FULL OUTER JOIN", "l.k = r.k AND r.t BETWEEN l.t %s AND l.t %s"},
+	} {
+		t.Run(tc.join.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, uint64(tc.join)))
+			s := &timejoin.Spec{Kind: timejoin.Interval, Join: tc.join, Lower: -2 * ms, Upper: 5 * ms,
+				OutOfOrderness: 3 * ms, AllowedLateness: 1 * ms, IdleTimeout: 50 * ms, LeftWidth: 1, RightWidth: 1,
+				Out: []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}}}
+			events := timegen.Generate(rng, timegen.Options{Kind: s.Kind, N: 2000, OutOfOrderness: 3, Scale: ms})
+			dir := t.TempDir()
+			input := filepath.Join(dir, "in.jsonl")
+			writeHistory(t, input, timegen.Encode(events, timegen.EncodeOptions{Seed: seed}))
+			replay := func(name, job string) (final, bad []byte) {
+				t.Helper()
+				cfg := writeFile(t, dir, name+".yaml", job)
+				f, b := filepath.Join(dir, name+".final"), filepath.Join(dir, name+".bad")
+				if code, _, errs := run(t, "replay", "--config", cfg, "--input", input, "--final", f, "--bad-records", b, "--end-of-input"); code != 0 {
+					t.Fatalf("seed %d: %s: exit %d: %s", seed, name, code, errs)
+				}
+				final, _ = os.ReadFile(f)
+				bad, _ = os.ReadFile(b)
+				return final, bad
+			}
+			yFinal, yBad := replay("yaml", timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: filepath.Join(dir, "ystate"), DLQ: true}))
+			sFinal, sBad := replay("sql", sqlTimeJob(s, tc.sql, tc.on, filepath.Join(dir, "sstate")))
+			if len(yFinal) == 0 || len(yBad) == 0 {
+				t.Fatalf("seed %d: the YAML form emitted %d bytes, %d of bad records", seed, len(yFinal), len(yBad))
+			}
+			if !bytes.Equal(yFinal, sFinal) || !bytes.Equal(yBad, sBad) {
+				t.Fatalf("seed %d: --final %d/%d bytes, --bad-records %d/%d bytes: the forms differ", seed, len(yFinal), len(sFinal), len(yBad), len(sBad))
+			}
+			want, _ := timegen.Expected(s, events, true, nil, true)
+			if got := finalRows(t, filepath.Join(dir, "sql.final"), s); !slices.Equal(got, want) {
+				t.Fatalf("seed %d: --final has %d rows, the reference %d", seed, len(got), len(want))
+			}
+			if tc.join != timejoin.Inner && !bytes.Contains(sFinal, []byte("null")) {
+				t.Fatalf("seed %d: an outer join emitted no padded row", seed)
+			}
+			// Negative control: an upper bound a millisecond lower.
+			narrow := *s
+			narrow.Upper -= ms
+			nFinal, _ := replay("narrow", sqlTimeJob(&narrow, tc.sql, tc.on, filepath.Join(dir, "nstate")))
+			if bytes.Equal(nFinal, sFinal) {
+				t.Fatalf("seed %d: the negative control (upper %v) emitted the same rows", seed, time.Duration(narrow.Upper)*time.Microsecond)
+			}
+		})
+	}
+}
