@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,31 +12,6 @@ import (
 	"github.com/cdcjoin/cdcjoin/timejoin"
 	"github.com/cdcjoin/cdcjoin/timejoin/timegen"
 )
-
-// sqlTimeJob is the SQL form of timegen.Config's interval job: the same
-// topics, types and select, the bound written as on (with %[1]s the lower
-// and %[2]s the upper bound as INTERVAL literals).
-func sqlTimeJob(s *timejoin.Spec, join, on, stateDir string) string {
-	iv := func(us int64) string {
-		if us < 0 {
-			return fmt.Sprintf("- INTERVAL '%d microseconds'", -us)
-		}
-		return fmt.Sprintf("+ INTERVAL '%d' SECOND", us/1e6) + fmt.Sprintf(" + INTERVAL '%d microseconds'", us%1e6)
-	}
-	d := func(us int64) string { return (time.Duration(us) * time.Microsecond).String() }
-	return fmt.Sprintf(`name: tj
-tables:
-  lt: {topic: %s, time: t, types: {t: timestamp}}
-  rt: {topic: %s, key: k, time: t, types: {t: timestamp}}
-query: |
-  SELECT l.v AS lv, r.v AS rv
-  FROM lt l %s rt r
-    ON %s
-watermark: {out_of_orderness: %s, idle_timeout: %s, allowed_lateness: %s}
-state: {dir: %q}
-errors: {policy: dlq, dlq_topic: tj.dlq}
-`, timegen.LeftTopic, timegen.RightTopic, join, fmt.Sprintf(on, iv(s.Lower), iv(s.Upper)), d(s.OutOfOrderness), d(s.IdleTimeout), d(s.AllowedLateness), stateDir)
-}
 
 // TestTimeSQLReplayEqualsYAML: one seeded history through the time_join
 // YAML form and through the SQL form gives byte-identical --final and
@@ -50,13 +24,12 @@ func TestTimeSQLReplayEqualsYAML(t *testing.T) {
 	const ms = 1000
 	for _, tc := range []struct {
 		join timejoin.JoinType
-		sql  string
 		on   string
 	}{
-		{timejoin.Inner, "JOIN", "r.k = l.k AND r.t BETWEEN l.t %s AND l.t %s"},
-		{timejoin.LeftOuter, "LEFT JOIN", "l.k = r.k AND r.t >= l.t %s AND l.t %s >= r.t"},
-		{timejoin.RightOuter, "RIGHT OUTER JOIN", "l.k = r.k AND l.t %[1]s <= r.t AND l.t %[2]s >= r.t"},
-		{timejoin.FullOuter, "FULL OUTER JOIN", "l.k = r.k AND r.t BETWEEN l.t %s AND l.t %s"},
+		{timejoin.Inner, "r.k = l.k AND r.t BETWEEN l.t %s AND l.t %s"},
+		{timejoin.LeftOuter, "l.k = r.k AND r.t >= l.t %s AND l.t %s >= r.t"},
+		{timejoin.RightOuter, "l.k = r.k AND l.t %[1]s <= r.t AND l.t %[2]s >= r.t"},
+		{timejoin.FullOuter, ""},
 	} {
 		t.Run(tc.join.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(tc.join)))
@@ -79,7 +52,7 @@ func TestTimeSQLReplayEqualsYAML(t *testing.T) {
 				return final, bad
 			}
 			yFinal, yBad := replay("yaml", timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: filepath.Join(dir, "ystate"), DLQ: true}))
-			sFinal, sBad := replay("sql", sqlTimeJob(s, tc.sql, tc.on, filepath.Join(dir, "sstate")))
+			sFinal, sBad := replay("sql", timegen.SQLConfig(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: filepath.Join(dir, "sstate"), DLQ: true}, tc.on))
 			if len(yFinal) == 0 || len(yBad) == 0 {
 				t.Fatalf("seed %d: the YAML form emitted %d bytes, %d of bad records", seed, len(yFinal), len(yBad))
 			}
@@ -96,7 +69,7 @@ func TestTimeSQLReplayEqualsYAML(t *testing.T) {
 			// Negative control: an upper bound a millisecond lower.
 			narrow := *s
 			narrow.Upper -= ms
-			nFinal, _ := replay("narrow", sqlTimeJob(&narrow, tc.sql, tc.on, filepath.Join(dir, "nstate")))
+			nFinal, _ := replay("narrow", timegen.SQLConfig(timegen.ConfigOptions{Name: "tj", Spec: &narrow, StateDir: filepath.Join(dir, "nstate"), DLQ: true}, tc.on))
 			if bytes.Equal(nFinal, sFinal) {
 				t.Fatalf("seed %d: the negative control (upper %v) emitted the same rows", seed, time.Duration(narrow.Upper)*time.Microsecond)
 			}
