@@ -23,7 +23,9 @@ table's topic, key and the columns kept), every stage (a binary join on its
 join key, its kind after PostgreSQL's outer-join reduction, the conditions
 pushed to each side, what each side stores and what it emits), the
 materializer when rows can move between join keys, and the select list;
-for the parent/child form, its one stage.`)
+for the parent/child form, its one stage; for a time join (time_join, or
+tables with time + query), its kind and bound, inputs, watermark
+settings, state and when rows are emitted.`)
 		cfgPath := fs.String("config", "", "job configuration (YAML) `file` (required)")
 		if err := parseFlags(fs, args); err != nil {
 			return err
