@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +75,47 @@ func TestTimeSQLReplayEqualsYAML(t *testing.T) {
 				t.Fatalf("seed %d: the negative control (upper %v) emitted the same rows", seed, time.Duration(narrow.Upper)*time.Microsecond)
 			}
 		})
+	}
+}
+
+// TestTimeSQLExplainAndDDL: explain prints a time join's plan (the
+// bound, inputs, watermark, state, emission) the same for both forms, and
+// ddl gives the same table.
+func TestTimeSQLExplainAndDDL(t *testing.T) {
+	dir := t.TempDir()
+	out := map[string][2]string{}
+	for _, f := range []string{"ad_clicks", "ad_clicks_sql"} {
+		data, err := os.ReadFile("../../testdata/timejoin/" + f + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := writeFile(t, dir, f+".yaml", string(data)+"clickhouse: {addr: [127.0.0.1:9000]}\n")
+		code, explained, errs := run(t, "explain", "--config", cfg)
+		if code != 0 {
+			t.Fatalf("%s: explain exit %d: %s", f, code, errs)
+		}
+		code, ddl, errs := run(t, "ddl", "--config", cfg)
+		if code != 0 {
+			t.Fatalf("%s: ddl exit %d: %s", f, code, errs)
+		}
+		out[f] = [2]string{explained, ddl}
+	}
+	y, s := out["ad_clicks"], out["ad_clicks_sql"]
+	for _, want := range []string{
+		"interval INNER JOIN, left.impression_time + 0s <= right.click_time <= left.impression_time + 30m0s (inclusive)",
+		"left: topic ads.impressions (debezium), key [ad_id user_id], time impression_time (timestamp)",
+		"max(time) - 10s; a partition is idle after 1m0s without a record; late below watermark - 0s",
+		"select: left.impression_id, left.ad_id, left.user_id, right.click_id, right.click_time",
+	} {
+		if !strings.Contains(s[0], want) {
+			t.Errorf("explain of the SQL form lacks %q:\n%s", want, s[0])
+		}
+	}
+	strip := func(e string) string { return e[strings.Index(e, "1 stage"):] }
+	if strip(y[0]) != strip(s[0]) || !strings.HasPrefix(s[0], "time join (the query (tables with time))") {
+		t.Errorf("explain differs:\n%s\n%s", y[0], s[0])
+	}
+	if y[1] != s[1] || !strings.Contains(s[1], "_seq UInt64") {
+		t.Errorf("ddl differs:\n%s\n%s", y[1], s[1])
 	}
 }
