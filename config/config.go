@@ -529,6 +529,9 @@ func (c *Config) validateTable(p *Problems, side string, t *Table, child bool) {
 			c.add(p, fmt.Sprintf("%s.key: %q is not a column name", side, k), side, "key")
 		}
 	}
+	if t.Time != "" {
+		c.add(p, fmt.Sprintf("%s.time: a regular join has no event time (a time join is time_join, or tables with time + query)", side), side, "time")
+	}
 	if child {
 		if len(t.ParentKey) == 0 {
 			c.add(p, "child.parent_key is required (the child's column(s) referencing parent.key)", side, "parent_key")

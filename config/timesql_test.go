@@ -182,6 +182,10 @@ state: {dir: /tmp/x}
 			t.Errorf("missing %q in\n%v", w, err)
 		}
 	}
+	pc := "name: x\nparent: {topic: u, key: id, time: t}\nchild: {topic: d, key: id, parent_key: uid}\nselect: parent.id\nstate: {dir: /tmp/x}\n"
+	if _, err := Parse([]byte(pc), "pc.yaml"); err == nil || !strings.Contains(err.Error(), "line 2: parent.time: a regular join has no event time") {
+		t.Errorf("time on a parent: %v", err)
+	}
 	withYAML, _ := os.ReadFile("../testdata/timejoin/ad_clicks.yaml")
 	if _, err := Parse(append(withYAML, "watermark: {idle_timeout: 1m}\n"...), "y.yaml"); err == nil || !strings.Contains(err.Error(), "watermark is for the SQL form of a time join") {
 		t.Errorf("watermark with time_join: %v", err)
