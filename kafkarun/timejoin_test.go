@@ -402,36 +402,19 @@ func (m *seqModel) sorted() []string {
 }
 
 // lateEvents maps the dead letters to the events they name, checking each
-// is a late record against the watermark it names.
+// is a late record against the watermark it names (timegen.LateByLetters).
 func (m *seqModel) lateEvents(t *testing.T, letters []*kgo.Record, recs []timegen.Record, events []timegen.Event, s *timejoin.Spec) []bool {
 	t.Helper()
-	type pos struct {
-		topic     string
-		partition int32
-		offset    int64
-	}
-	ev := map[pos]int{}
-	for _, r := range recs {
-		ev[pos{r.Topic, r.Partition, r.Offset}] = r.Event
-	}
-	late := make([]bool, len(events))
-	for _, l := range letters {
-		h := map[string]string{}
+	hs := make([]map[string]string, len(letters))
+	for i, l := range letters {
+		hs[i] = map[string]string{}
 		for _, x := range l.Headers {
-			h[x.Key] = string(x.Value)
+			hs[i][x.Key] = string(x.Value)
 		}
-		p, _ := strconv.Atoi(h[deadletter.HeaderSourcePartition])
-		o, _ := strconv.ParseInt(h[deadletter.HeaderSourceOffset], 10, 64)
-		i, ok := ev[pos{h[deadletter.HeaderSourceTopic], int32(p), o}]
-		if !ok || h[deadletter.HeaderReason] != deadletter.ReasonLate {
-			t.Fatalf("a dead letter that is not a late record of the history: %v", h)
-		}
-		tm, err1 := time.Parse(time.RFC3339Nano, h[deadletter.HeaderTime])
-		wm, err2 := time.Parse(time.RFC3339Nano, h[deadletter.HeaderWatermark])
-		if err1 != nil || err2 != nil || tm.UnixMicro() != events[i].Time || !(tm.UnixMicro() < wm.UnixMicro()-s.AllowedLateness) {
-			t.Fatalf("dead letter of event %d: time %s, watermark %s (lateness %dµs): not late (%v %v)", i, h[deadletter.HeaderTime], h[deadletter.HeaderWatermark], s.AllowedLateness, err1, err2)
-		}
-		late[i] = true
+	}
+	late, err := timegen.LateByLetters(s, recs, events, hs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return late
 }
