@@ -32,8 +32,9 @@ import (
 	"github.com/cdcjoin/cdcjoin/timejoin/timeop"
 )
 
-// TestTimeJoinRun runs seeded time-join histories (interval and window,
-// INNER and LEFT; three source partitions a side plus a right partition
+// TestTimeJoinRun runs seeded time-join histories (interval INNER, LEFT,
+// RIGHT and FULL, window INNER and LEFT; -short: interval LEFT and FULL,
+// window INNER; three source partitions a side plus a right partition
 // that never has a record, so only wall-time idleness lets the
 // watermark move; keys reused, pairs inside and outside the bound, out of
 // order, late records, redeliveries) through Run on kfake, with a crash
@@ -51,11 +52,13 @@ func TestTimeJoinRun(t *testing.T) {
 		kind timejoin.Kind
 		jt   timejoin.JoinType
 	}{
-		{timejoin.Interval, timejoin.LeftOuter}, {timejoin.Window, timejoin.Inner},
-		{timejoin.Interval, timejoin.Inner}, {timejoin.Window, timejoin.LeftOuter},
+		{timejoin.Interval, timejoin.LeftOuter}, {timejoin.Window, timejoin.Inner}, {timejoin.Interval, timejoin.FullOuter},
+		{timejoin.Temporal, timejoin.LeftOuter},
+		{timejoin.Interval, timejoin.Inner}, {timejoin.Window, timejoin.LeftOuter}, {timejoin.Interval, timejoin.RightOuter},
+		{timejoin.Temporal, timejoin.Inner},
 	}
 	if testing.Short() {
-		cases = cases[:2]
+		cases = cases[:4]
 	}
 	var late, differed int
 	for i, c := range cases {
@@ -88,12 +91,16 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	const ms = 1000
 	s := timegen.RandomSpec(rng, kind, jt, []int64{1e6, 4e6}) // idle_timeout: µs of wall time in run
 	const parts = 3
-	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20})
+	// A temporal right side is a CDC table whose join key is its primary
+	// key (what run requires: its records are routed by their record key),
+	// its time source.ts_ms.
+	temporal := kind == timejoin.Temporal
+	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20, KeyIsPK: temporal})
 	// Flush records far past the history: the final watermark makes
 	// every row of the history due whatever idleness did on the way.
 	nHist := len(events)
 	events, flushAt := timegen.WithFlush(events, parts, 1000*(s.Size+abs(s.Upper)+abs(s.Lower)+ms))
-	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: rng.Uint64()})
+	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: rng.Uint64(), Temporal: temporal})
 
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, timegen.LeftTopic), kfake.SeedTopics(parts+1, timegen.RightTopic),
 		kfake.GroupMinSessionTimeout(time.Second))
@@ -103,7 +110,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	defer c.Close()
 	brokers := c.ListenAddrs()
 	cfgOf := func(id string) *config.Config {
-		y := timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: t.TempDir(), DLQ: true,
+		y := timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: t.TempDir(), DLQ: true, TimeSource: temporal, RightKeyIsPK: temporal,
 			Extra: fmt.Sprintf("kafka:\n  keyed_partitions: 3\n  brokers: [%s]\n  instance_id: %s\n  session_timeout: 6s\n  commit_interval: 100ms\n  transaction_timeout: 10s\n",
 				strings.Join(brokers, ", "), id)})
 		cfg, err := config.Parse([]byte(y), "tj.yaml")

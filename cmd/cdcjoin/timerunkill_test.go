@@ -68,9 +68,11 @@ func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string) 
 	rng := rand.New(rand.NewPCG(seed, 23))
 	const ms = 1000
 	const parts = 3
-	kills := 8
+	// kfake takes sessions down to 500 ms; a real broker's minimum is 6 s
+	// (group.min.session.timeout.ms).
+	kills, session, rebalance := 8, "3s", "6s"
 	if suffix != "" {
-		kills = 4
+		kills, session, rebalance = 4, "6s", "10s"
 	}
 	s := &timejoin.Spec{Kind: timejoin.Interval, Join: timejoin.LeftOuter, Lower: -3 * ms, Upper: 5 * ms,
 		OutOfOrderness: 2 * ms, AllowedLateness: ms, IdleTimeout: 2e6, LeftWidth: 1, RightWidth: 1,
@@ -147,11 +149,11 @@ func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string) 
 		Extra: fmt.Sprintf(`kafka:
   brokers: [%s]
   keyed_partitions: 3
-  session_timeout: 3s
+  session_timeout: %s
   commit_interval: 100ms
   transaction_timeout: 5s
   drain_timeout: 1s
-  rebalance_timeout: 6s
+  rebalance_timeout: %s
   metrics_addr: 127.0.0.1:0
 clickhouse:
   addr: [%s]
@@ -159,7 +161,7 @@ clickhouse:
   table: %s
   batch: {rows: 20, interval: 40ms}
   retry: {initial: 20ms, max: 200ms, max_elapsed: 1m}
-`, strings.Join(brokers, ", "), chAddr, table)})
+`, strings.Join(brokers, ", "), session, rebalance, chAddr, table)})
 	yaml = strings.ReplaceAll(yaml, timegen.LeftTopic, timegen.LeftTopic+suffix)
 	yaml = strings.ReplaceAll(yaml, timegen.RightTopic, timegen.RightTopic+suffix)
 	cfg := writeFile(t, dir, "job.yaml", strings.Replace(yaml, "state: {dir: ", "state: {batch_events: 100, dir: ", 1))

@@ -33,6 +33,11 @@ type Options struct {
 	// Scale multiplies every time (default 1; 1000 makes whole
 	// milliseconds, as source.ts_ms needs).
 	Scale int64
+	// KeyIsPK (temporal): the right side's join key is its primary key,
+	// so a row never moves between keys, and the left keys are drawn from
+	// the right's primary keys (Keys is unused) — what `run` requires of
+	// a temporal right side (ConfigOptions.RightKeyIsPK).
+	KeyIsPK bool
 }
 
 // Generate returns a random history: several partitions a side, keys
@@ -87,6 +92,9 @@ func Generate(rng *rand.Rand, o Options) []Event {
 			}
 		}
 		key := strconv.Itoa(rng.IntN(o.Keys))
+		if o.KeyIsPK {
+			key = fmt.Sprintf("u%d", rng.IntN(o.Partitions)*10+rng.IntN(4))
+		}
 		if rng.IntN(30) == 0 {
 			key = ""
 		}
@@ -111,6 +119,9 @@ func Generate(rng *rand.Rand, o Options) []Event {
 				r.Val = "?" // TOAST: keeps the stored value
 				r.Key = live[pk]
 			default:
+				if o.KeyIsPK {
+					r.Key = pk
+				}
 				if r.Key == "" {
 					r.Key = "0"
 				}
