@@ -33,8 +33,9 @@ import (
 	"github.com/cdcjoin/cdcjoin/timejoin/timeop"
 )
 
-// TestTimeJoinRun runs seeded time-join histories (interval and window,
-// INNER and LEFT; three source partitions a side plus a right partition
+// TestTimeJoinRun runs seeded time-join histories (interval INNER, LEFT,
+// RIGHT and FULL, window INNER and LEFT; -short: interval LEFT and FULL,
+// window INNER; three source partitions a side plus a right partition
 // that never has a record, so only wall-time idleness lets the
 // watermark move; keys reused, pairs inside and outside the bound, out of
 // order, late records, redeliveries) through Run on kfake, with a crash
@@ -56,11 +57,13 @@ func TestTimeJoinRun(t *testing.T) {
 		kind timejoin.Kind
 		jt   timejoin.JoinType
 	}{
-		{timejoin.Interval, timejoin.LeftOuter}, {timejoin.Window, timejoin.Inner},
-		{timejoin.Interval, timejoin.Inner}, {timejoin.Window, timejoin.LeftOuter},
+		{timejoin.Interval, timejoin.LeftOuter}, {timejoin.Window, timejoin.Inner}, {timejoin.Interval, timejoin.FullOuter},
+		{timejoin.Temporal, timejoin.LeftOuter},
+		{timejoin.Interval, timejoin.Inner}, {timejoin.Window, timejoin.LeftOuter}, {timejoin.Interval, timejoin.RightOuter},
+		{timejoin.Temporal, timejoin.Inner},
 	}
 	if testing.Short() {
-		cases = cases[:2]
+		cases = cases[:4]
 	}
 	var late, differed int
 	for i, c := range cases {
@@ -93,7 +96,11 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	const ms = 1000
 	s := timegen.RandomSpec(rng, kind, jt, []int64{1e6, 4e6}) // idle_timeout: µs of wall time in run
 	const parts = 3
-	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20})
+	// A temporal right side is a CDC table whose join key is its primary
+	// key (what run requires: its records are routed by their record key),
+	// its time source.ts_ms.
+	temporal := kind == timejoin.Temporal
+	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20, KeyIsPK: temporal})
 	// Flush records far past the history: the final watermark makes
 	// every row of the history due whatever idleness did on the way.
 	nHist := len(events)
@@ -105,7 +112,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	// monotone), and the SQL over all records pairs them.
 	nFlushed := len(events)
 	events = append(events, lateProbes(s, events[:nHist], parts)...)
-	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: rng.Uint64()})
+	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: rng.Uint64(), Temporal: temporal})
 
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, timegen.LeftTopic), kfake.SeedTopics(parts+1, timegen.RightTopic),
 		kfake.GroupMinSessionTimeout(time.Second))
@@ -115,7 +122,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	defer c.Close()
 	brokers := c.ListenAddrs()
 	cfgOf := func(id string) *config.Config {
-		y := timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: t.TempDir(), DLQ: true,
+		y := timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: t.TempDir(), DLQ: true, TimeSource: temporal, RightKeyIsPK: temporal,
 			Extra: fmt.Sprintf("kafka:\n  keyed_partitions: 3\n  brokers: [%s]\n  instance_id: %s\n  session_timeout: 6s\n  commit_interval: 100ms\n  transaction_timeout: 10s\n",
 				strings.Join(brokers, ", "), id)})
 		cfg, err := config.Parse([]byte(y), "tj.yaml")
@@ -340,7 +347,11 @@ func lateProbes(s *timejoin.Spec, hist []timegen.Event, parts int32) []timegen.E
 			if side == timejoin.SideRight && s.Kind == timejoin.Interval {
 				at += s.Lower
 			}
-			out = append(out, timegen.Event{Side: side, Partition: p, Op: timejoin.Insert, Time: at, Key: first.Key, PK: id, Val: "late"})
+			key := first.Key
+			if side == timejoin.SideRight && s.Kind == timejoin.Temporal {
+				key = id // run keys a temporal right side by its primary key
+			}
+			out = append(out, timegen.Event{Side: side, Partition: p, Op: timejoin.Insert, Time: at, Key: key, PK: id, Val: "late"})
 		}
 	}
 	return out
@@ -503,36 +514,19 @@ func (m *seqModel) sorted() []string {
 }
 
 // lateEvents maps the dead letters to the events they name, checking each
-// is a late record against the watermark it names.
+// is a late record against the watermark it names (timegen.LateByLetters).
 func (m *seqModel) lateEvents(t *testing.T, letters []*kgo.Record, recs []timegen.Record, events []timegen.Event, s *timejoin.Spec) []bool {
 	t.Helper()
-	type pos struct {
-		topic     string
-		partition int32
-		offset    int64
-	}
-	ev := map[pos]int{}
-	for _, r := range recs {
-		ev[pos{r.Topic, r.Partition, r.Offset}] = r.Event
-	}
-	late := make([]bool, len(events))
-	for _, l := range letters {
-		h := map[string]string{}
+	hs := make([]map[string]string, len(letters))
+	for i, l := range letters {
+		hs[i] = map[string]string{}
 		for _, x := range l.Headers {
-			h[x.Key] = string(x.Value)
+			hs[i][x.Key] = string(x.Value)
 		}
-		p, _ := strconv.Atoi(h[deadletter.HeaderSourcePartition])
-		o, _ := strconv.ParseInt(h[deadletter.HeaderSourceOffset], 10, 64)
-		i, ok := ev[pos{h[deadletter.HeaderSourceTopic], int32(p), o}]
-		if !ok || h[deadletter.HeaderReason] != deadletter.ReasonLate {
-			t.Fatalf("a dead letter that is not a late record of the history: %v", h)
-		}
-		tm, err1 := time.Parse(time.RFC3339Nano, h[deadletter.HeaderTime])
-		wm, err2 := time.Parse(time.RFC3339Nano, h[deadletter.HeaderWatermark])
-		if err1 != nil || err2 != nil || tm.UnixMicro() != events[i].Time || !(tm.UnixMicro() < wm.UnixMicro()-s.AllowedLateness) {
-			t.Fatalf("dead letter of event %d: time %s, watermark %s (lateness %dµs): not late (%v %v)", i, h[deadletter.HeaderTime], h[deadletter.HeaderWatermark], s.AllowedLateness, err1, err2)
-		}
-		late[i] = true
+	}
+	late, err := timegen.LateByLetters(s, recs, events, hs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return late
 }

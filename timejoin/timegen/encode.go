@@ -172,7 +172,10 @@ type ConfigOptions struct {
 	// TimeSource: the temporal right side's time is source.ts_ms (else t).
 	TimeSource bool
 	PlainLeft  bool
-	StateDir   string
+	// RightKeyIsPK: the right side's join key is id, its primary key
+	// (Options.KeyIsPK histories; else k).
+	RightKeyIsPK bool
+	StateDir     string
 	// DLQ: errors.policy dlq (topic <name>.dlq); else stop.
 	DLQ bool
 	// Extra is appended to the YAML (kafka, clickhouse sections, …).
@@ -192,10 +195,14 @@ func Config(o ConfigOptions) string {
 		leftFmt = ", format: json"
 	}
 	fmt.Fprintf(&b, "  left:  {topic: %s, key: k, time: t, types: {t: timestamp}%s}\n", LeftTopic, leftFmt)
+	rightKey := "k"
+	if o.RightKeyIsPK {
+		rightKey = "id"
+	}
 	if o.TimeSource {
-		fmt.Fprintf(&b, "  right: {topic: %s, key: k, time: source.ts_ms}\n", RightTopic)
+		fmt.Fprintf(&b, "  right: {topic: %s, key: %s, time: source.ts_ms}\n", RightTopic, rightKey)
 	} else {
-		fmt.Fprintf(&b, "  right: {topic: %s, key: k, time: t, types: {t: timestamp}}\n", RightTopic)
+		fmt.Fprintf(&b, "  right: {topic: %s, key: %s, time: t, types: {t: timestamp}}\n", RightTopic, rightKey)
 	}
 	switch s.Kind {
 	case timejoin.Interval:

@@ -33,6 +33,14 @@ type Options struct {
 	// Scale multiplies every time (default 1; 1000 makes whole
 	// milliseconds, as source.ts_ms needs).
 	Scale int64
+	// KeyIsPK (temporal): the right side's join key is its primary key,
+	// so a row never moves between keys, and the left keys are drawn from
+	// the right's primary keys (Keys is unused) — what `run` requires of
+	// a temporal right side (ConfigOptions.RightKeyIsPK) — and no
+	// truncates: run keys each source partition on its own, so a
+	// truncate's order against the other partitions' changes is
+	// undefined there (README: truncates).
+	KeyIsPK bool
 }
 
 // Generate returns a random history: several partitions a side, keys
@@ -87,6 +95,9 @@ func Generate(rng *rand.Rand, o Options) []Event {
 			}
 		}
 		key := strconv.Itoa(rng.IntN(o.Keys))
+		if o.KeyIsPK {
+			key = fmt.Sprintf("u%d", rng.IntN(o.Partitions)*10+rng.IntN(4))
+		}
 		if rng.IntN(30) == 0 {
 			key = ""
 		}
@@ -104,13 +115,16 @@ func Generate(rng *rand.Rand, o Options) []Event {
 			case x == 0 && live[pk] != "":
 				r.Op, r.Key, r.Val = timejoin.Delete, "", ""
 				delete(live, pk)
-			case x == 1 && rng.IntN(10) == 0:
+			case x == 1 && rng.IntN(10) == 0 && !o.KeyIsPK:
 				r.Op, r.Key, r.Val = timejoin.Truncate, "", ""
 				clear(live)
 			case x == 2 && live[pk] != "":
 				r.Val = "?" // TOAST: keeps the stored value
 				r.Key = live[pk]
 			default:
+				if o.KeyIsPK {
+					r.Key = pk
+				}
 				if r.Key == "" {
 					r.Key = "0"
 				}

@@ -1,0 +1,464 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/internal/testenv"
+	"github.com/cdcjoin/cdcjoin/timejoin"
+	"github.com/cdcjoin/cdcjoin/timejoin/timegen"
+)
+
+// TestTimeRunKills: `cdcjoin run` of an interval LEFT join into
+// ClickHouse (insert mode, a MergeTree) on kfake is killed with SIGKILL 8
+// times at random points while the input keeps coming, and restarted each
+// time. Late records are deterministic: in some rounds the test waits
+// until every keyed partition's join watermark (the run's
+// cdcjoin_time_watermark_seconds) has reached X — the least source
+// partition's largest time so far minus out_of_orderness, which the
+// join's monotone watermark cannot fall below once it has seen them —
+// and then produces probes (both sides, keys that would join) timed below
+// X - allowed_lateness, which must be late whatever idleness and
+// restarts do. At the end ClickHouse holds the SQL result over the
+// records that are not late (by the dead letters, each checked late
+// against the watermark it names), each (_stream, _seq) once, and every
+// probe is dead-lettered. Negative control: the SQL over all records
+// (probes included) differs from the table.
+func TestTimeRunKills(t *testing.T) {
+	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, timegen.LeftTopic, timegen.RightTopic),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	timeRunKills(t, addr, c.ListenAddrs(), "")
+}
+
+// TestTimeRunKillsRealKafka is TestTimeRunKills on the real broker
+// (CDCJOIN_KAFKA_BROKERS), with topics of its own, 4 kills.
+func TestTimeRunKillsRealKafka(t *testing.T) {
+	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
+	brokers := testenv.Require(t, testenv.KafkaEnv, "Kafka")
+	suffix := fmt.Sprintf("-%d", time.Now().UnixNano())
+	createTopics(t, brokers, 3, timegen.LeftTopic+suffix, timegen.RightTopic+suffix)
+	timeRunKills(t, addr, strings.Split(brokers, ","), suffix)
+}
+
+func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string) {
+	seed := testSeed(t)
+	t.Logf("seed %d (rerun with CDCJOIN_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 23))
+	const ms = 1000
+	const parts = 3
+	// kfake takes sessions down to 500 ms; a real broker's minimum is 6 s
+	// (group.min.session.timeout.ms).
+	kills, session, rebalance := 8, "3s", "6s"
+	if suffix != "" {
+		kills, session, rebalance = 4, "6s", "10s"
+	}
+	s := &timejoin.Spec{Kind: timejoin.Interval, Join: timejoin.LeftOuter, Lower: -3 * ms, Upper: 5 * ms,
+		OutOfOrderness: 2 * ms, AllowedLateness: ms, IdleTimeout: 2e6, LeftWidth: 1, RightWidth: 1,
+		Out: []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}}}
+	hist := timegen.Generate(rng, timegen.Options{Kind: s.Kind, N: 3000, OutOfOrderness: 2, Keys: 8, Scale: ms, Partitions: parts})
+
+	// The events in the order they are produced: slice k of the history,
+	// then (in probe rounds) the probes below what slice k proves.
+	slices_ := kills + 1
+	per := (len(hist) + slices_ - 1) / slices_
+	var events []timegen.Event
+	type round struct {
+		end    int   // events[:end] are produced by the round's kill
+		sliceE int   // events[:sliceE]: up to the end of the round's slice
+		proof  int64 // probe round: the watermark to wait for (else MinTime)
+	}
+	rounds := make([]round, kills)
+	maxOf := map[timejoin.Source]int64{}
+	probes := 0
+	for k := 0; k < kills; k++ {
+		for _, e := range hist[k*per : min((k+1)*per, len(hist))] {
+			src := timejoin.Source{Side: e.Side, Partition: e.Partition}
+			if v, ok := maxOf[src]; !ok || e.Time > v {
+				maxOf[src] = e.Time
+			}
+			events = append(events, e)
+		}
+		rounds[k] = round{sliceE: len(events), proof: timejoin.MinTime}
+		x := int64(timejoin.MaxTime)
+		for _, side := range []timejoin.Side{timejoin.SideLeft, timejoin.SideRight} {
+			for p := int32(0); p < parts; p++ {
+				v, ok := maxOf[timejoin.Source{Side: side, Partition: p}]
+				if !ok {
+					v = timejoin.MinTime
+				}
+				x = min(x, v)
+			}
+		}
+		if x != timejoin.MinTime && (k%2 == 1 || rng.IntN(2) == 0) {
+			x -= s.OutOfOrderness
+			rounds[k].proof = x
+			for i := 0; i < 4; i++ {
+				side := timejoin.SideLeft
+				if rng.IntN(2) == 0 {
+					side = timejoin.SideRight
+				}
+				id := fmt.Sprintf("probe%d.%d", k, i)
+				events = append(events, timegen.Event{Side: side, Partition: int32(rng.IntN(parts)), Op: timejoin.Insert,
+					Time: x - s.AllowedLateness - ms*(1+rng.Int64N(20)), Key: strconv.Itoa(rng.IntN(8)), PK: id, Val: id})
+				probes++
+			}
+		}
+		rounds[k].end = len(events)
+	}
+	events = append(events, hist[min(kills*per, len(hist)):]...)
+	nHist := len(events)
+	events, flushAt := timegen.WithFlush(events, parts, 1000*(abs64(s.Upper)+abs64(s.Lower)+ms))
+	isProbe := func(i int) bool { return i < nHist && strings.HasPrefix(events[i].PK, "probe") }
+	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: seed})
+	for i := range recs {
+		recs[i].Topic += suffix
+	}
+	if probes < 3 {
+		t.Fatalf("only %d probes drawn", probes)
+	}
+
+	dir := t.TempDir()
+	name := "time-run-kills"
+	if suffix != "" {
+		name += suffix
+	}
+	table := fmt.Sprintf("time_run_kills_%d_%d", time.Now().Unix(), seed)
+	yaml := timegen.Config(timegen.ConfigOptions{Name: name, Spec: s, StateDir: filepath.Join(dir, "state"), DLQ: true,
+		Extra: fmt.Sprintf(`kafka:
+  brokers: [%s]
+  keyed_partitions: 3
+  session_timeout: %s
+  commit_interval: 100ms
+  transaction_timeout: 5s
+  drain_timeout: 1s
+  rebalance_timeout: %s
+  metrics_addr: 127.0.0.1:0
+clickhouse:
+  addr: [%s]
+  database: cdcjoin_test
+  table: %s
+  batch: {rows: 20, interval: 40ms}
+  retry: {initial: 20ms, max: 200ms, max_elapsed: 1m}
+`, strings.Join(brokers, ", "), session, rebalance, chAddr, table)})
+	yaml = strings.ReplaceAll(yaml, timegen.LeftTopic, timegen.LeftTopic+suffix)
+	yaml = strings.ReplaceAll(yaml, timegen.RightTopic, timegen.RightTopic+suffix)
+	cfg := writeFile(t, dir, "job.yaml", strings.Replace(yaml, "state: {dir: ", "state: {batch_events: 100, dir: ", 1))
+	log := childLog(t, dir)
+	conn := openClickHouse(t, chAddr)
+
+	produced := 0
+	produce := func(to int) {
+		produceTime(t, brokers, recs, &produced, to)
+	}
+	killed := 0
+	for k, r := range rounds {
+		p := startRun(t, log, "--config", cfg, "--log-level", "info")
+		waitLog(t, log, p.mark, "partition assigned", 3*time.Minute)
+		produce(r.sliceE)
+		what := "after its slice"
+		if r.proof != timejoin.MinTime {
+			awaitWatermark(t, p, 3, r.proof)
+			produce(r.end)
+			what = fmt.Sprintf("after its slice, the watermark %s on every keyed partition and %d probes", fmtMicros(r.proof), 4)
+		}
+		delay := time.Duration(rng.IntN(1200)) * time.Millisecond
+		select {
+		case err := <-p.exited:
+			t.Fatalf("run %d exited before its kill: %v", k+1, err)
+		case <-time.After(delay):
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		err := <-p.exited
+		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("run %d: not ended by the SIGKILL: %v", k+1, err)
+		}
+		killed++
+		line := fmt.Sprintf("kill %d %v %s", k+1, delay, what)
+		t.Log(line)
+		fmt.Fprintf(log, "--- %s\n", line)
+	}
+	produce(len(recs))
+	last := time.Now()
+	p := startRun(t, log, "--config", cfg, "--log-level", "info")
+	eFinal := flushAt - s.OutOfOrderness - s.AllowedLateness
+	dlq := name + ".dlq"
+	var want, got []string
+	var late []bool
+	deadline, moved, n := time.Now().Add(10*time.Minute), time.Now(), -1
+	for {
+		p.alive(t)
+		var err error
+		late, err = timegen.LateByLetters(s, recs, events, readLetters(t, brokers, dlq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = timegen.SQL(s, events, late, eFinal)
+		got = timeRows(t, conn, "cdcjoin_test."+table)
+		missing := 0
+		for i := range events {
+			if isProbe(i) && !late[i] {
+				missing++
+			}
+		}
+		if slices.Equal(got, want) && missing == 0 {
+			break
+		}
+		if len(got) != n {
+			n, moved = len(got), time.Now()
+		}
+		if time.Since(moved) > 3*time.Minute || time.Now().After(deadline) {
+			t.Fatalf("seed %d, %d kills: ClickHouse has %d rows, the SQL over the non-late records %d; %d probes not dead-lettered:\n%s",
+				seed, killed, len(got), len(want), missing, strings.Join(diffLines(got, want, 20), "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the last run converged %v after its start", time.Since(last).Round(time.Millisecond))
+	if err := p.stop(stopWait); err != nil {
+		t.Errorf("cdcjoin run after SIGTERM: %v", err)
+	}
+	var dup int64
+	if err := conn.QueryRow(context.Background(), fmt.Sprintf("SELECT count() - uniqExact(_stream, _seq) FROM cdcjoin_test.%s", table)).Scan(&dup); err != nil || dup != 0 {
+		t.Fatalf("%d rows inserted twice (%v)", dup, err)
+	}
+	nLate := 0
+	for i, l := range late {
+		if l && i >= nHist {
+			t.Errorf("a flush record was judged late: %v", events[i])
+		}
+		if l {
+			nLate++
+		}
+	}
+	all := timegen.SQL(s, events, make([]bool, len(events)), eFinal)
+	if slices.Equal(all, got) {
+		t.Fatalf("seed %d: negative control: the SQL over all records (late ones included) equals the table", seed)
+	}
+	b, _ := os.ReadFile(log.Name())
+	behind := 0 // assignments whose local state lost commits: the kill cut pebble's unsynced WAL
+	for _, m := range assignedRE.FindAllStringSubmatch(string(b), -1) {
+		c, _ := strconv.ParseInt(m[1], 10, 64)
+		l, _ := strconv.ParseInt(m[2], 10, 64)
+		if l < c {
+			behind++
+		}
+	}
+	t.Logf("%d kills; %d events, %d rows, each (_stream, _seq) once; %d late (%d probes, all dead-lettered); %d partition assignments found the local state behind the committed offset (re-emitted rows the insert sink dropped)",
+		killed, nHist, len(got), nLate, probes, behind)
+	conn.Exec(context.Background(), "DROP TABLE IF EXISTS cdcjoin_test."+table)
+}
+
+// assignedRE matches a join partition's assignment log line: its
+// committed offset and the local state's position.
+var assignedRE = regexp.MustCompile(`"partition assigned" [^\n]*stage=join [^\n]*committed=(-?\d+) local=(-?\d+)`)
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func fmtMicros(us int64) string { return time.UnixMicro(us).UTC().Format(time.RFC3339Nano) }
+
+// produceTime writes recs[*from:to] to their topics and partitions, in
+// order, and advances *from.
+func produceTime(t *testing.T, brokers []string, recs []timegen.Record, from *int, to int) {
+	t.Helper()
+	if to <= *from {
+		return
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var krs []*kgo.Record
+	for _, r := range recs[*from:to] {
+		krs = append(krs, &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value})
+	}
+	if err := cl.ProduceSync(context.Background(), krs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	*from = to
+}
+
+// awaitWatermark waits until the run publishes a join watermark of at
+// least x (µs) for each of its parts keyed partitions.
+func awaitWatermark(t *testing.T, p *runProc, parts int, x int64) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	var seen map[string]float64
+	for {
+		p.alive(t)
+		seen = scrapeGauge(p.metrics, "cdcjoin_time_watermark_seconds")
+		ok := 0
+		for _, v := range seen {
+			if int64(v*1e6+0.5) >= x {
+				ok++
+			}
+		}
+		if ok >= parts {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the join watermark did not reach %s on %d keyed partitions within 3m: %v", fmtMicros(x), parts, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// scrapeGauge reads a metric's samples from a run's /metrics, by their
+// label text (nil when the run does not answer).
+func scrapeGauge(addr, name string) map[string]float64 {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name+"{")
+		if !ok {
+			continue
+		}
+		labels, val, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[labels] = v
+		}
+	}
+	return out
+}
+
+// readLetters reads the dead-letter topic (read committed) to its end
+// and returns each letter's headers (none when the topic does not exist
+// yet).
+func readLetters(t *testing.T, brokers []string, topic string) []map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return nil
+	}
+	left := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			left++
+		}
+	})
+	var out []map[string]string
+	next := map[int32]int64{}
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, _ := ends.Lookup(topic, r.Partition)
+			if r.Offset < next[r.Partition] || r.Offset >= end.Offset {
+				return
+			}
+			next[r.Partition] = r.Offset + 1
+			if next[r.Partition] == end.Offset {
+				left--
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			out = append(out, h)
+		})
+	}
+	return out
+}
+
+// timeRows reads an insert-mode table of timegen's select list (lv, rv)
+// as timegen.Text renders rows, sorted (none when the query fails: no
+// table yet).
+func timeRows(t *testing.T, conn ch.Conn, table string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "SELECT lv, rv FROM "+table)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []string
+	txt := func(p *string) string {
+		if p == nil {
+			return "null"
+		}
+		return *p
+	}
+	for rows.Next() {
+		var lv, rv *string
+		if err := rows.Scan(&lv, &rv); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, txt(lv)+","+txt(rv)+",")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// diffLines lists up to n rows only in got (+) or only in want (-), both
+// sorted.
+func diffLines(got, want []string, n int) []string {
+	var out []string
+	i, j := 0, 0
+	for (i < len(got) || j < len(want)) && len(out) < n {
+		switch {
+		case j >= len(want) || i < len(got) && got[i] < want[j]:
+			out = append(out, "+ "+got[i])
+			i++
+		case i >= len(got) || want[j] < got[i]:
+			out = append(out, "- "+want[j])
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
