@@ -160,7 +160,7 @@ func (ch *ClickHouse) defaults(c *Config) {
 	}
 	if ch.Mode == "" {
 		ch.Mode = ModeUpsert
-		if c.TimeJoin != nil {
+		if c.timeJob() {
 			ch.Mode = ModeInsert
 		}
 	}
@@ -232,11 +232,11 @@ func (ch *ClickHouse) validate(c *Config, p *Problems) {
 	switch ch.Mode {
 	case ModeUpsert, ModeChangelog:
 	case ModeInsert:
-		if c.TimeJoin == nil {
+		if !c.timeJob() {
 			c.add(p, "clickhouse.mode insert is for time joins (time_join); use upsert or changelog", s, "mode")
 		}
 	default:
-		if c.TimeJoin == nil {
+		if !c.timeJob() {
 			c.add(p, fmt.Sprintf("clickhouse.mode %q: use upsert or changelog", ch.Mode), s, "mode")
 		}
 	}

@@ -66,8 +66,14 @@ type Table struct {
 	// must agree with them, and the ClickHouse table is typed by them.
 	Types map[string]string `yaml:"types"`
 	// Format is the record format of this table's topic (json, avro,
-	// protobuf), overriding the job's Config.Format.
+	// protobuf), overriding the job's Config.Format. In a time join written
+	// as SQL (Time set) it is the time-join side's format instead: debezium
+	// (the default) or json (plain JSON events), as TimeSide.Format.
 	Format string `yaml:"format"`
+	// Time is the event-time column of a table of a time join written as
+	// SQL (see timesql.go); declaring it makes the job a time join.
+	// Types declares its type as TimeSide.Types does.
+	Time string `yaml:"time"`
 }
 
 // SelectItem is one output column: Side.Column AS Name.
@@ -206,6 +212,9 @@ type Config struct {
 	// Parent, Child, Join and Select.
 	Tables map[string]Table `yaml:"tables"`
 	Query  string           `yaml:"query"`
+	// Watermark holds the watermark settings of a time join written as
+	// SQL (timesql.go).
+	Watermark *Watermark `yaml:"watermark"`
 	// Format is the record format of both topics' keys and values: json
 	// (Kafka Connect's JsonConverter, the default), avro or protobuf
 	// (a converter writing through SchemaRegistry). A side's own format
@@ -407,11 +416,17 @@ func (c *Config) validate(p *Problems) {
 		if c.SQL() {
 			c.add(p, "time_join and tables/query are two forms of a job: use one of them (a time join's select names left.<column> and right.<column>)", "time_join")
 		}
+		if c.Watermark != nil {
+			c.add(p, "watermark is for the SQL form of a time join; with time_join, set out_of_orderness, idle_timeout and allowed_lateness in time_join", "watermark")
+		}
 		c.validateTimeJoin(p)
 		c.validateSelect(p)
 		c.validateTypes(p)
 	case c.SQL():
 		c.validateSQL(p)
+	case c.Watermark != nil:
+		c.add(p, "watermark is a setting of time joins written as SQL (tables with time + query); the parent/child form has no event time", "watermark")
+		c.validateParentChild(p)
 	default:
 		c.validateParentChild(p)
 	}
@@ -513,6 +528,9 @@ func (c *Config) validateTable(p *Problems, side string, t *Table, child bool) {
 		if !identRE.MatchString(k) {
 			c.add(p, fmt.Sprintf("%s.key: %q is not a column name", side, k), side, "key")
 		}
+	}
+	if t.Time != "" {
+		c.add(p, fmt.Sprintf("%s.time: a regular join has no event time (a time join is time_join, or tables with time + query)", side), side, "time")
 	}
 	if child {
 		if len(t.ParentKey) == 0 {

@@ -101,6 +101,13 @@ func (c *Config) validateSQL(p *Problems) {
 	if strings.TrimSpace(c.Query) == "" {
 		c.add(p, "query is required with tables: the join as a SELECT (see README, Supported SQL)", "query")
 	}
+	if c.timeSQL() {
+		c.validateTimeSQL(p)
+		return
+	}
+	if c.Watermark != nil {
+		c.add(p, "watermark is a setting of time joins: declare tables.<t>.time on both tables of a time join, or remove watermark", "watermark")
+	}
 	before := len(p.Items)
 	topics := map[string]string{}
 	for _, name := range c.TableNames() {

@@ -68,7 +68,7 @@ func TestRebalance(t *testing.T) {
 	d, _ := inst("d", 0)
 	produce(t, c.ListenAddrs(), h.Records[3*half/2:])
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 90*time.Second, nil)
+	diff, err := m.waitEqual(want, stallLimit, nil)
 	for _, in := range []*instance{a, b, d} {
 		if serr := in.stop(t); serr != nil {
 			t.Errorf("seed %d: Run: %v", seed, serr)
@@ -135,7 +135,7 @@ func TestCrashRestart(t *testing.T) {
 	cfg := jobConfig(t, jobOpts{brokers: brokersOf(c), stateDir: dir})
 	in := start(t, cfg, m.sink())
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 60*time.Second, in)
+	diff, err := m.waitEqual(want, stallLimit, in)
 	if serr := in.stop(t); serr != nil {
 		t.Errorf("seed %d: Run: %v", seed, serr)
 	}
@@ -180,7 +180,7 @@ func TestFaults(t *testing.T) {
 		produce(t, c.ListenAddrs(), part)
 	}
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 90*time.Second, in)
+	diff, err := m.waitEqual(want, stallLimit, in)
 	if serr := in.stop(t); serr != nil {
 		t.Errorf("seed %d: Run: %v", seed, serr)
 	}
@@ -223,7 +223,7 @@ func TestCompactedRebuild(t *testing.T) {
 	b := start(t, jobConfig(t, jobOpts{brokers: brokersOf(c), instance: "b", stateDir: filepath.Join(root, "b")}), m.sink())
 	produce(t, c.ListenAddrs(), h.Records[cp.Records:])
 	want := oracle(h, false)
-	diff, err = m.waitEqual(want, 60*time.Second, b)
+	diff, err = m.waitEqual(want, stallLimit, b)
 	if serr := b.stop(t); serr != nil {
 		t.Errorf("seed %d: Run: %v", seed, serr)
 	}
@@ -251,7 +251,7 @@ func TestSlowSink(t *testing.T) {
 	s.delay = 5 * time.Millisecond
 	in := start(t, cfg, s)
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 120*time.Second, in)
+	diff, err := m.waitEqual(want, stallLimit, in)
 	if serr := in.stop(t); serr != nil {
 		t.Errorf("Run: %v", serr)
 	}

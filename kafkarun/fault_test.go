@@ -58,7 +58,7 @@ func TestKeyingSessionLost(t *testing.T) {
 	in := start(t, cfg, m.sink())
 	produce(t, c.ListenAddrs(), h.Records[len(h.Records)/2:])
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 90*time.Second, in)
+	diff, err := m.waitEqual(want, stallLimit, in)
 	if serr := in.stop(t); serr != nil {
 		t.Errorf("seed %d: Run: %v", seed, serr)
 	}
@@ -85,7 +85,7 @@ func TestStatus(t *testing.T) {
 	in := start(t, cfg, m.sink())
 	defer in.stop(t)
 	want := oracle(h, false)
-	if diff, err := m.waitEqual(want, 60*time.Second, in); err != nil || diff != "" {
+	if diff, err := m.waitEqual(want, stallLimit, in); err != nil || diff != "" {
 		t.Fatalf("seed %d: %v\n%s", seed, err, diff)
 	}
 	var st kafkarun.Status
@@ -146,7 +146,7 @@ func TestKeyingEndTimeout(t *testing.T) {
 	<-held
 	produce(t, c.ListenAddrs(), h.Records[len(h.Records)/2:])
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 90*time.Second, in.instance)
+	diff, err := m.waitEqual(want, stallLimit, in.instance)
 	restarts := counterValue(t, in.reg, "cdcjoin_errors_total", "kind", "restart")
 	if serr := in.stop(t); serr != nil {
 		t.Errorf("seed %d: Run: %v", seed, serr)
@@ -224,7 +224,7 @@ func TestKeyingTxnTimeout(t *testing.T) {
 	in := startSkew(t, cfg, m.sink())
 	produce(t, c.ListenAddrs(), h.Records[len(h.Records)/2:])
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 90*time.Second, in.instance)
+	diff, err := m.waitEqual(want, stallLimit, in.instance)
 	restarts := counterValue(t, in.reg, "cdcjoin_errors_total", "kind", "restart")
 	if serr := in.stop(t); serr != nil {
 		t.Errorf("seed %d: Run: %v", seed, serr)
@@ -312,7 +312,7 @@ func TestForwardEndTimeout(t *testing.T) {
 		t.Fatalf("seed %d: no forwarding transaction ended: the test proves nothing", seed)
 	}
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 120*time.Second, in.instance)
+	diff, err := m.waitEqual(want, stallLimit, in.instance)
 	restarts := counterValue(t, in.reg, "cdcjoin_errors_total", "kind", "restart")
 	salted, _ := in.salted(t)
 	if serr := in.stop(t); serr != nil {

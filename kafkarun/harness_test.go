@@ -288,6 +288,13 @@ func (m *model) live() ([]cdcgen.JoinedRow, error) {
 // needs for these histories.
 const convergeLimit = 10 * time.Minute
 
+// stallLimit is how long the model may see no change before waitEqual
+// gives up: generous, because under -race on a loaded 2-core machine
+// kfake itself was seen not answering for a minute (i/o timeouts of every
+// client, sessions lost and rejoined) before the pipeline went on and
+// converged; a healthy run returns as soon as the model equals the oracle.
+const stallLimit = 3 * time.Minute
+
 // waitEqual waits until the model shows want and returns the last diff
 // ("" when equal). It gives up when no change reached the model for stall
 // (the pipeline stopped making progress: the usual failure), or after

@@ -24,7 +24,7 @@ func TestInstancesOnOneHost(t *testing.T) {
 	}
 	produce(t, c.ListenAddrs(), h.Records)
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 90*time.Second, nil)
+	diff, err := m.waitEqual(want, stallLimit, nil)
 	for i, in := range ins {
 		select {
 		case <-in.done:

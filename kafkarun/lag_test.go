@@ -64,7 +64,7 @@ func TestLagReachesZero(t *testing.T) {
 		}
 	}()
 	want := oracle(h, false)
-	if diff, err := m.waitEqual(want, 60*time.Second, nil); err != nil || diff != "" {
+	if diff, err := m.waitEqual(want, stallLimit, nil); err != nil || diff != "" {
 		t.Fatalf("%v\n%s", err, diff)
 	}
 	adm := kadm.NewClient(mustClient(t, c))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
@@ -50,7 +49,7 @@ func TestOperatorOption(t *testing.T) {
 		}})
 	}()
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 60*time.Second, in)
+	diff, err := m.waitEqual(want, stallLimit, in)
 	if err != nil {
 		t.Fatal(err)
 	}

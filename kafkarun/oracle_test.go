@@ -2,7 +2,6 @@ package kafkarun_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 )
@@ -47,7 +46,7 @@ func TestOracle(t *testing.T) {
 			m := newModel()
 			in := start(t, cfg, m.sink())
 			want := oracle(h, tc.join == "left")
-			diff, err := m.waitEqual(want, 60*time.Second, in)
+			diff, err := m.waitEqual(want, stallLimit, in)
 			if err != nil {
 				t.Fatalf("seed %d: %v", tc.seed, err)
 			}

@@ -61,7 +61,7 @@ func TestReadiness(t *testing.T) {
 				t.Fatalf("seed %d: %s: not ready after 60s: %v", seed, name, ready.NotReady())
 			}
 		}
-		diff, err := m.waitEqual(want, 60*time.Second, nil)
+		diff, err := m.waitEqual(want, stallLimit, nil)
 		cancel()
 		if rerr := <-done; rerr != nil || err != nil || diff != "" {
 			t.Fatalf("seed %d: %s: run %v, wait %v\n%s", seed, name, rerr, err, diff)

@@ -40,7 +40,7 @@ func TestRealKafka(t *testing.T) {
 	m := newModel()
 	in := start(t, cfg, m.sink())
 	want := oracle(h, false)
-	diff, err := m.waitEqual(want, 120*time.Second, in)
+	diff, err := m.waitEqual(want, stallLimit, in)
 	if serr := in.stop(t); serr != nil {
 		t.Errorf("seed %d: Run: %v", seed, serr)
 	}

@@ -106,7 +106,7 @@ func labelOf(m *dto.Metric, name string) string {
 // fails unless some key was salted (salted counts earlier instances').
 func finishSkew(t *testing.T, seed int64, m *model, want []cdcgen.JoinedRow, in *instance, salted float64, ins ...*skewInstance) {
 	t.Helper()
-	diff, err := m.waitEqual(want, 120*time.Second, in)
+	diff, err := m.waitEqual(want, stallLimit, in)
 	for _, in := range ins {
 		if serr := in.stop(t); serr != nil {
 			t.Errorf("seed %d: Run: %v", seed, serr)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -43,7 +44,11 @@ import (
 // (stream, seq) as the insert-mode sink does, must equal the SQL result
 // over the records that are not late (timegen.SQL) — a (stream, seq)
 // emitted twice must be the same row — and every dead-lettered record must
-// be late against the watermark its letter names. Negative control: the
+// be late against the watermark its letter names. Late probes (an insert
+// a side in every source partition at the history's earliest time,
+// produced once every keyed partition's watermark shows the flush) make
+// some records late in every round whatever wall-time idleness did: they
+// must be dead-lettered and change no row. Negative control: the
 // SQL over all records, late ones included, must differ in some round.
 func TestTimeJoinRun(t *testing.T) {
 	seed := clusterSeed(t)
@@ -93,6 +98,13 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	// every row of the history due whatever idleness did on the way.
 	nHist := len(events)
 	events, flushAt := timegen.WithFlush(events, parts, 1000*(s.Size+abs(s.Upper)+abs(s.Lower)+ms))
+	// Late probes, produced once every keyed partition's watermark has
+	// passed the flush: an insert a side in every source partition near
+	// the history's earliest time, with the earliest event's key, so each
+	// is late whatever wall-time idleness did (the join's watermark is
+	// monotone), and the SQL over all records pairs them.
+	nFlushed := len(events)
+	events = append(events, lateProbes(s, events[:nHist], parts)...)
 	recs := timegen.Encode(events, timegen.EncodeOptions{Seed: rng.Uint64()})
 
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, timegen.LeftTopic), kfake.SeedTopics(parts+1, timegen.RightTopic),
@@ -120,7 +132,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	next := 0 // recs are in event order: produce them in slices
 	cut := func(f float64) []timegen.Record {
 		from := next
-		for next < len(recs) && (f > 1 || recs[next].Event < int(f*float64(nHist))) {
+		for next < len(recs) && recs[next].Event < nFlushed && (f > 1 || recs[next].Event < int(f*float64(nHist))) {
 			next++
 		}
 		return recs[from:next]
@@ -176,6 +188,9 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	deadline, moved, last := time.Now().Add(convergeLimit), time.Now(), -1
 	for {
 		lateEv = m.lateEvents(t, dlq.records(), recs, events, s)
+		for i := nFlushed; i < len(events); i++ {
+			lateEv[i] = true // not produced yet
+		}
 		want = timegen.SQL(s, events, lateEv, eFinal)
 		got = m.sorted()
 		if slices.Equal(got, want) {
@@ -185,9 +200,42 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 			last, moved = n, time.Now()
 		}
 		if time.Since(moved) > 90*time.Second || time.Now().After(deadline) || a.stopped() {
-			t.Fatalf("%s %s: %d rows, want %d (run err %v):\n%s", kind, jt, len(got), len(want), a.err, strings.Join(diffRows(got, want, 20), "\n"))
+			// Where it stopped: the keyed log replayed by a fresh
+			// operator (the join stage stalled if it gives the rows;
+			// else the keying stage did not write them), the groups'
+			// lag, the published watermarks.
+			replayed, _, logs := replayKeyed(t, brokers, cfgA)
+			n := 0
+			for _, r := range replayed {
+				n += len(r)
+			}
+			ok, behind, err := kafkarun.CaughtUp(context.Background(), cfgA)
+			t.Fatalf("%s %s: %d rows, want %d (run err %v); the keyed log gives %d rows; caught up %v (%s, %v); min join watermark %v s (flush at %v s); keyed logs:\n%s\n%s",
+				kind, jt, len(got), len(want), a.err, n, ok, behind, err, minWatermark(t, a.reg, 3), float64(eFinal)/1e6, logs, strings.Join(diffRows(got, want, 20), "\n"))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The probes: produced once every keyed partition's watermark shows
+	// the flush, each must come out dead-lettered and change no row.
+	waitFor(t, 3*time.Minute, "every keyed partition's watermark to pass the flush", func() bool {
+		return int64(math.Round(minWatermark(t, a.reg, 3)*1e6)) >= eFinal || a.stopped()
+	})
+	probes := recs[next:]
+	produceTime(t, brokers, probes)
+	waitFor(t, 3*time.Minute, "every late probe in the dead-letter topic", func() bool {
+		lateEv = m.lateEvents(t, dlq.records(), recs, events, s)
+		for i := nFlushed; i < len(events); i++ {
+			if !lateEv[i] {
+				return a.stopped()
+			}
+		}
+		return true
+	})
+	if a.stopped() {
+		t.Fatalf("%s %s: the instance stopped: %v", kind, jt, a.err)
+	}
+	if want, got = timegen.SQL(s, events, lateEv, eFinal), m.sorted(); !slices.Equal(got, want) {
+		t.Fatalf("%s %s: after the late probes %d rows, want %d:\n%s", kind, jt, len(got), len(want), strings.Join(diffRows(got, want, 20), "\n"))
 	}
 	if err := m.failure(); err != nil {
 		t.Fatal(err)
@@ -199,7 +247,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	// log gives the operator from the start (seq for seq), and the dead
 	// letters are its late records, each once or more (a batch redone
 	// after a crash writes its letters again).
-	replayed, rejected := replayKeyed(t, brokers, cfgA)
+	replayed, rejected, _ := replayKeyed(t, brokers, cfgA)
 	for stream, rows := range m.rows {
 		topic := cfgA.Kafka.KeyedTopic() + "/"
 		if !strings.HasPrefix(stream, topic) {
@@ -242,7 +290,9 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 				case "cdcjoin_late_records_total":
 					counted += mt.GetCounter().GetValue()
 				case "cdcjoin_time_watermark_seconds":
-					if mt.GetGauge().GetValue()*1e6 >= float64(eFinal) {
+					// Seconds as a float: µs again, rounded (W·1e-6·1e6 may
+					// fall a hair below W).
+					if int64(math.Round(mt.GetGauge().GetValue()*1e6)) >= eFinal {
 						watermarks++
 					}
 				}
@@ -254,8 +304,11 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	}
 	nLate := 0
 	for i, l := range lateEv {
-		if l && i >= nHist {
+		if l && i >= nHist && i < nFlushed {
 			t.Errorf("a flush record was judged late: %v", events[i])
+		}
+		if !l && i >= nFlushed {
+			t.Errorf("a late probe was not judged late: %v", events[i])
 		}
 		if l {
 			nLate++
@@ -266,6 +319,54 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	t.Logf("%s %s: %d events, %d rows (%d from i1), %d late, streams %d; SQL over all records differs: %v",
 		kind, jt, nHist, len(got), m.countFrom("i1"), nLate, len(m.rows), differs)
 	return timeRunResult{late: nLate, controlDiffers: differs}
+}
+
+// lateProbes returns an insert a side in each of parts source partitions
+// with the key of hist's earliest keyed event: left ones at its time,
+// right ones where they would pair with them (an interval's lower bound
+// later, the same window).
+func lateProbes(s *timejoin.Spec, hist []timegen.Event, parts int32) []timegen.Event {
+	first := hist[0]
+	for _, e := range hist {
+		if e.Key != "" && (first.Key == "" || e.Time < first.Time) {
+			first = e
+		}
+	}
+	var out []timegen.Event
+	for _, side := range []timegen.Side{timejoin.SideLeft, timejoin.SideRight} {
+		for p := int32(0); p < parts; p++ {
+			id := fmt.Sprintf("late-%s%d", side, p)
+			at := first.Time
+			if side == timejoin.SideRight && s.Kind == timejoin.Interval {
+				at += s.Lower
+			}
+			out = append(out, timegen.Event{Side: side, Partition: p, Op: timejoin.Insert, Time: at, Key: first.Key, PK: id, Val: "late"})
+		}
+	}
+	return out
+}
+
+// minWatermark returns the smallest cdcjoin_time_watermark_seconds over
+// reg's keyed partitions, or -Inf while fewer than n are published.
+func minWatermark(t *testing.T, reg *prometheus.Registry, n int) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, seen := math.Inf(1), 0
+	for _, mf := range mfs {
+		if mf.GetName() != "cdcjoin_time_watermark_seconds" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			seen++
+			low = min(low, mt.GetGauge().GetValue())
+		}
+	}
+	if seen < n {
+		return math.Inf(-1)
+	}
+	return low
 }
 
 func abs(x int64) int64 {
@@ -536,7 +637,7 @@ func (r *topicReader) close() {
 // end) to a fresh time-join operator, as a new owner rebuilding it would:
 // the rows it emits per keyed partition (seq → row) and the records it
 // rejects as late ("topic/partition@offset").
-func replayKeyed(t *testing.T, brokers []string, cfg *config.Config) (map[string]map[uint64]string, map[string]bool) {
+func replayKeyed(t *testing.T, brokers []string, cfg *config.Config) (map[string]map[uint64]string, map[string]bool, string) {
 	t.Helper()
 	ts, err := job.TimeJoin(cfg)
 	if err != nil {
@@ -561,6 +662,7 @@ func replayKeyed(t *testing.T, brokers []string, cfg *config.Config) (map[string
 	parts := map[int32]*part{}
 	rows := map[string]map[uint64]string{}
 	rejected := map[string]bool{}
+	summary := map[int32]map[timejoin.Source]*logSummary{}
 	left := 0
 	ends.Each(func(o kadm.ListedOffset) {
 		op := timeop.New(ts.Spec, 0)
@@ -606,6 +708,27 @@ func replayKeyed(t *testing.T, brokers []string, cfg *config.Config) (map[string
 			if m.Kind == keyedlog.KindEpoch {
 				return
 			}
+			sum := summary[r.Partition]
+			if sum == nil {
+				sum = map[timejoin.Source]*logSummary{}
+				summary[r.Partition] = sum
+			}
+			switch m.Kind {
+			case keyedlog.KindTime:
+				src := timejoin.Source{Side: m.Time.Side, Partition: m.Source.Partition}
+				if sum[src] == nil {
+					sum[src] = &logSummary{max: timejoin.MinTime}
+				}
+				sum[src].records++
+				sum[src].max = max(sum[src].max, m.Time.Time)
+			case keyedlog.KindWatermark:
+				if sum[m.Watermark.Source] == nil {
+					sum[m.Watermark.Source] = &logSummary{max: timejoin.MinTime}
+				}
+				w := m.Watermark
+				sum[m.Watermark.Source].last = &w
+				sum[m.Watermark.Source].marks++
+			}
 			out := keyedlog.Out{
 				Emit: func(c *row.Change) error {
 					rows[strconv.Itoa(int(r.Partition))][c.Version] = timegen.Text(ts.Spec, c.Values)
@@ -625,5 +748,26 @@ func replayKeyed(t *testing.T, brokers []string, cfg *config.Config) (map[string
 			}
 		})
 	}
-	return rows, rejected
+	var b strings.Builder
+	for _, p := range slices.Sorted(maps.Keys(summary)) {
+		fmt.Fprintf(&b, "  keyed %d (W %d):", p, parts[p].op.Join().Watermark())
+		for _, src := range slices.SortedFunc(maps.Keys(summary[p]), func(x, y timejoin.Source) int { return strings.Compare(x.String(), y.String()) }) {
+			fmt.Fprintf(&b, " %s", src)
+			sm := summary[p][src]
+			fmt.Fprintf(&b, "{%d recs max %d, %d marks", sm.records, sm.max, sm.marks)
+			if sm.last != nil {
+				fmt.Fprintf(&b, " last max %d idle %v", sm.last.Max, sm.last.Idle)
+			}
+			b.WriteString("}")
+		}
+		b.WriteString("\n")
+	}
+	return rows, rejected, b.String()
+}
+
+// logSummary is what a keyed log says of one source partition.
+type logSummary struct {
+	records, marks int
+	max            int64
+	last           *keyedlog.Watermark
 }

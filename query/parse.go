@@ -745,6 +745,10 @@ func (p *parser) cast(c *pg.TypeCast, clause string) (expr.Expr, error) {
 	names := c.TypeName.Names
 	tname := opName(names)
 	k, ok := castKinds[tname]
+	if tname == "interval" {
+		p.errAt(c.Location, "INTERVAL belongs to the time bound of a time join: declare tables.<t>.time (the event-time column) on both tables to write one (README, Time joins in SQL); a join of CDC tables has no time bound")
+		return nil, errRefused
+	}
 	if !ok || len(c.TypeName.ArrayBounds) > 0 {
 		p.errAt(c.Location, "a cast to %s is not supported (supported: integer types, numeric, real, double precision, text, varchar, boolean, date, timestamp, timestamptz, time, bytea)", tname)
 		return nil, errRefused

@@ -20,8 +20,8 @@
 // saturates. Each source partition p (a side and a partition of its
 // topic) has max[p], the largest event time seen in it, and the watermark
 // max[p] − OutOfOrderness. The join's watermark W is the minimum over the
-// known partitions that are not idle, never moving back (it starts at
-// −∞). With E = W − AllowedLateness, each record is, in order: judged
+// known partitions that are not idle (when all are idle: the largest
+// watermark of any), never moving back (it starts at −∞). With E = W − AllowedLateness, each record is, in order: judged
 // against E as it stood just before it (late iff its time < E: the
 // record takes no part in the join and the caller treats it as a bad
 // record); applied; observed by its partition's watermark; then every

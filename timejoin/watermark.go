@@ -120,22 +120,33 @@ func (m *Watermarks) isIdle(p *partition) bool {
 	return addTime(p.lastSeen, m.idleTimeout) <= m.globalMax
 }
 
-// recompute raises W to the minimum watermark of the active partitions.
+// recompute raises W to the minimum watermark of the active partitions;
+// when every partition is idle, to the largest watermark of any (none can
+// hold the others back any more: Flink's watermark valve does the same),
+// so that the order in which partitions go idle together does not matter.
 func (m *Watermarks) recompute() {
 	if m.end {
 		return
 	}
 	min, any := MaxTime, false
+	top := MinTime
 	for _, p := range m.parts {
+		wm := addTime(p.max, -m.ooo)
+		if p.max > MinTime {
+			top = max(top, wm)
+		}
 		if m.isIdle(p) {
 			continue
 		}
 		any = true
-		if wm := addTime(p.max, -m.ooo); wm < min {
+		if wm < min {
 			min = wm
 		}
 	}
-	if any && min > m.w {
+	if !any {
+		min = top
+	}
+	if min > m.w {
 		m.w = min
 		m.dirty = true
 	}
