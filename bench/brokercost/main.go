@@ -3,7 +3,7 @@
 //
 //	brokercost load --brokers B --input history.jsonl --prefix P
 //	brokercost run  --brokers B --cdcjoin bin/cdcjoin --config job.yaml --prefix P \
-//	                --broker-pid PID --log-dir DIR [--restart]
+//	                --broker-pid PID --log-dir DIR [--restart] [--cpuprofile FILE]
 //	brokercost kstreams --brokers B --peer-dir bench/peers/kstreams --users P.users --domains P.domains \
 //	                --broker-pid PID [--guarantee exactly_once_v2] [--expect final.jsonl]
 //
@@ -166,6 +166,7 @@ func run(args []string) error {
 	restart := fs.Bool("restart", false, "then restart on the same state and time /readyz")
 	output := fs.String("output", "", "the JSON-lines output file of cdcjoin run (removed at the end)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after")
+	cpuProfile := fs.String("cpuprofile", "", "pass --cpuprofile `file` to the measured cdcjoin run (not to the restart)")
 	fs.Parse(args)
 	b, err := os.ReadFile(*cfgPath)
 	if err != nil {
@@ -191,7 +192,11 @@ func run(args []string) error {
 
 	bCPU0 := procCPU(*brokerPid)
 	start := time.Now()
-	cmd := exec.Command(*bin, "run", "--config", *cfgPath, "--output", *output, "--log-level", "warn")
+	runArgs := []string{"run", "--config", *cfgPath, "--output", *output, "--log-level", "warn"}
+	if *cpuProfile != "" {
+		runArgs = append(runArgs, "--cpuprofile", *cpuProfile)
+	}
+	cmd := exec.Command(*bin, runArgs...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err

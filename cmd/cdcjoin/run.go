@@ -23,7 +23,7 @@ func runCommand() command {
 	c := command{
 		name:    "run",
 		summary: "run the join as a service: Debezium topics on Kafka → ClickHouse (or JSON lines)",
-		usage:   "--config FILE [--output FILE] [--log-format text|json] [--log-level LEVEL]",
+		usage:   "--config FILE [--output FILE] [--cpuprofile FILE] [--log-format text|json] [--log-level LEVEL]",
 	}
 	c.run = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(&c, stderr, `
@@ -44,9 +44,17 @@ in-flight batches are finished and committed before exit. Metrics, /healthz
 and /readyz are served on kafka.metrics_addr.`)
 		job := kafkaJobFlags(fs, stderr)
 		output := fs.String("output", "-", "JSON-lines output `file` when the config has no clickhouse section (- is stdout)")
+		cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (for go tool pprof; written when the run stops, e.g. on SIGTERM)")
 		cfg, log, err := job.open(fs, args)
 		if err != nil {
 			return err
+		}
+		if *cpuProfile != "" {
+			stop, err := startCPUProfile(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer stop()
 		}
 		opts := kafkarun.Options{Logger: log, Ready: &metrics.Readiness{}}
 		var s sink.Sink
