@@ -7,7 +7,8 @@
 // It runs the same operator as `cdcjoin replay` and `cdcjoin run` (package
 // timejoin) on an in-memory state, with the same semantics: watermarks per
 // input partition (largest event time seen − OutOfOrderness), the join's
-// watermark the minimum over the partitions that are not idle, a record
+// watermark the minimum over the partitions that are not idle (when all
+// are idle, the largest of their watermarks), a record
 // late when its time is below the watermark − AllowedLateness as it stood
 // just before the record, bounds inclusive to the microsecond. Idleness is
 // event time (the other partitions moving IdleTimeout past a partition's
