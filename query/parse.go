@@ -48,26 +48,33 @@ func (p *parser) errAt(loc int32, format string, args ...any) {
 // already recorded.
 var errRefused = errors.New("refused")
 
-func (p *parser) parse() {
-	if strings.TrimSpace(p.text) == "" {
-		p.errs = append(p.errs, &Error{Msg: "the query is empty: " + Describe()})
-		return
+// parseOne parses text with PostgreSQL's parser and returns its one
+// statement, or the error saying why not (describe: what is supported,
+// for an empty query).
+func parseOne(text, describe string) (*pg.RawStmt, *Error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, &Error{Msg: "the query is empty: " + describe}
 	}
-	res, err := pg.Parse(p.text)
+	res, err := pg.Parse(text)
 	if err != nil {
 		var pe *pgparser.Error
 		if errors.As(err, &pe) {
-			p.errs = append(p.errs, &Error{Pos: posOfChar(p.text, pe.Cursorpos), Msg: pe.Message})
-		} else {
-			p.errs = append(p.errs, &Error{Msg: err.Error()})
+			return nil, &Error{Pos: posOfChar(text, pe.Cursorpos), Msg: pe.Message}
 		}
-		return
+		return nil, &Error{Msg: err.Error()}
 	}
 	if len(res.Stmts) != 1 {
-		p.errs = append(p.errs, &Error{Pos: Pos{1, 1}, Msg: fmt.Sprintf("the query must be one SELECT statement, not %d statements", len(res.Stmts))})
+		return nil, &Error{Pos: Pos{1, 1}, Msg: fmt.Sprintf("the query must be one SELECT statement, not %d statements", len(res.Stmts))}
+	}
+	return res.Stmts[0], nil
+}
+
+func (p *parser) parse() {
+	raw, perr := parseOne(p.text, Describe())
+	if perr != nil {
+		p.errs = append(p.errs, perr)
 		return
 	}
-	raw := res.Stmts[0]
 	sel := raw.Stmt.GetSelectStmt()
 	if sel == nil {
 		p.errAt(raw.StmtLocation, "only a SELECT statement can define a join (%s)", Describe())

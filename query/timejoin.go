@@ -1,8 +1,6 @@
 package query
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
-	pgparser "github.com/pganalyze/pg_query_go/v6/parser"
 )
 
 // TimeTable is what a time join's query knows of a table: its declared
@@ -90,25 +87,11 @@ type timeParser struct {
 }
 
 func (p *timeParser) parse() {
-	if strings.TrimSpace(p.text) == "" {
-		p.errs = append(p.errs, &Error{Msg: "the query is empty: " + DescribeTime()})
+	raw, perr := parseOne(p.text, DescribeTime())
+	if perr != nil {
+		p.errs = append(p.errs, perr)
 		return
 	}
-	res, err := pg.Parse(p.text)
-	if err != nil {
-		var pe *pgparser.Error
-		if errors.As(err, &pe) {
-			p.errs = append(p.errs, &Error{Pos: posOfChar(p.text, pe.Cursorpos), Msg: pe.Message})
-		} else {
-			p.errs = append(p.errs, &Error{Msg: err.Error()})
-		}
-		return
-	}
-	if len(res.Stmts) != 1 {
-		p.errs = append(p.errs, &Error{Pos: Pos{1, 1}, Msg: fmt.Sprintf("the query must be one SELECT statement, not %d statements", len(res.Stmts))})
-		return
-	}
-	raw := res.Stmts[0]
 	s := raw.Stmt.GetSelectStmt()
 	loc := raw.StmtLocation
 	switch {
