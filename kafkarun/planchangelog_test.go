@@ -362,27 +362,11 @@ func waitPlanClickHouse(t *testing.T, addr string, cfg *config.Config, want []st
 }
 
 // diffValues describes how got differs from want as multisets (up to 10
-// lines each way); "" when equal.
+// lines); "" when equal.
 func diffValues(want, got []string) string {
-	count := map[string]int{}
-	for _, w := range want {
-		count[w]++
-	}
-	for _, g := range got {
-		count[g]--
-	}
-	var lines []string
-	for k, n := range count {
-		switch {
-		case n > 0:
-			lines = append(lines, fmt.Sprintf("missing ×%d: %s", n, k))
-		case n < 0:
-			lines = append(lines, fmt.Sprintf("extra ×%d: %s", -n, k))
-		}
-	}
-	if len(lines) == 0 {
+	d := testkit.MultisetDiff(want, got, 10)
+	if d == "" {
 		return ""
 	}
-	slices.Sort(lines)
-	return fmt.Sprintf("%d rows, want %d\n%s", len(got), len(want), strings.Join(lines[:min(10, len(lines))], "\n"))
+	return fmt.Sprintf("%d rows, want %d\n%s", len(got), len(want), d)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cdcjoin/cdcjoin/config"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/timejoin"
 	"github.com/cdcjoin/cdcjoin/timejoin/timegen"
 )
@@ -62,7 +63,7 @@ func TestTimeSQLRun(t *testing.T) {
 		return slices.Equal(got, want) || a.stopped()
 	})
 	if !slices.Equal(got, want) {
-		t.Fatalf("seed %d: run stopped (%v) with %d rows, want %d:\n%s", seed, a.err, len(got), len(want), strings.Join(diffRows(got, want, 20), "\n"))
+		t.Fatalf("seed %d: run stopped (%v) with %d rows, want %d:\n%s", seed, a.err, len(got), len(want), strings.Join(testkit.SortedDiff(got, want, 20), "\n"))
 	}
 	if !slices.ContainsFunc(got, func(r string) bool { return strings.Contains(r, "null") }) {
 		t.Fatalf("seed %d: no padded row among %d", seed, len(got))

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/kafkarun"
 	"github.com/cdcjoin/cdcjoin/keyed"
@@ -218,7 +219,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 			}
 			ok, behind, err := kafkarun.CaughtUp(context.Background(), cfgA)
 			t.Fatalf("%s %s: %d rows, want %d (run err %v); the keyed log gives %d rows; caught up %v (%s, %v); min join watermark %v s (flush at %v s); keyed logs:\n%s\n%s",
-				kind, jt, len(got), len(want), a.err, n, ok, behind, err, minWatermark(t, a.reg, 3), float64(eFinal)/1e6, logs, strings.Join(diffRows(got, want, 20), "\n"))
+				kind, jt, len(got), len(want), a.err, n, ok, behind, err, minWatermark(t, a.reg, 3), float64(eFinal)/1e6, logs, strings.Join(testkit.SortedDiff(got, want, 20), "\n"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -242,7 +243,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 		t.Fatalf("%s %s: the instance stopped: %v", kind, jt, a.err)
 	}
 	if want, got = timegen.SQL(s, events, lateEv, eFinal), m.sorted(); !slices.Equal(got, want) {
-		t.Fatalf("%s %s: after the late probes %d rows, want %d:\n%s", kind, jt, len(got), len(want), strings.Join(diffRows(got, want, 20), "\n"))
+		t.Fatalf("%s %s: after the late probes %d rows, want %d:\n%s", kind, jt, len(got), len(want), strings.Join(testkit.SortedDiff(got, want, 20), "\n"))
 	}
 	if err := m.failure(); err != nil {
 		t.Fatal(err)
@@ -385,25 +386,6 @@ func abs(x int64) int64 {
 		return -x
 	}
 	return x
-}
-
-// diffRows lists up to n rows only in got (+) or only in want (-).
-func diffRows(got, want []string, n int) []string {
-	var out []string
-	i, j := 0, 0
-	for (i < len(got) || j < len(want)) && len(out) < n {
-		switch {
-		case j >= len(want) || i < len(got) && got[i] < want[j]:
-			out = append(out, "+ "+got[i])
-			i++
-		case i >= len(got) || want[j] < got[i]:
-			out = append(out, "- "+want[j])
-			j++
-		default:
-			i, j = i+1, j+1
-		}
-	}
-	return out
 }
 
 func produceTime(t *testing.T, brokers []string, recs []timegen.Record) {

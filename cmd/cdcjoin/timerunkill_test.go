@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/timejoin"
 	"github.com/cdcjoin/cdcjoin/timejoin/timegen"
 )
@@ -232,7 +233,7 @@ clickhouse:
 		}
 		if time.Since(moved) > 3*time.Minute || time.Now().After(deadline) {
 			t.Fatalf("seed %d, %d kills: ClickHouse has %d rows, the SQL over the non-late records %d; %d probes not dead-lettered:\n%s",
-				seed, killed, len(got), len(want), missing, strings.Join(diffLines(got, want, 20), "\n"))
+				seed, killed, len(got), len(want), missing, strings.Join(testkit.SortedDiff(got, want, 20), "\n"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -440,25 +441,5 @@ func timeRows(t *testing.T, conn ch.Conn, table string) []string {
 		t.Fatal(err)
 	}
 	slices.Sort(out)
-	return out
-}
-
-// diffLines lists up to n rows only in got (+) or only in want (-), both
-// sorted.
-func diffLines(got, want []string, n int) []string {
-	var out []string
-	i, j := 0, 0
-	for (i < len(got) || j < len(want)) && len(out) < n {
-		switch {
-		case j >= len(want) || i < len(got) && got[i] < want[j]:
-			out = append(out, "+ "+got[i])
-			i++
-		case i >= len(got) || want[j] < got[i]:
-			out = append(out, "- "+want[j])
-			j++
-		default:
-			i, j = i+1, j+1
-		}
-	}
 	return out
 }

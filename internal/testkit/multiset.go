@@ -35,6 +35,26 @@ func MultisetDiff(want, got []string, max int) string {
 	return strings.Join(lines, "\n")
 }
 
+// SortedDiff lists up to n rows only in got ("+ row") or only in want
+// ("- row"), both sorted, in order.
+func SortedDiff(got, want []string, n int) []string {
+	var out []string
+	i, j := 0, 0
+	for (i < len(got) || j < len(want)) && len(out) < n {
+		switch {
+		case j >= len(want) || i < len(got) && got[i] < want[j]:
+			out = append(out, "+ "+got[i])
+			i++
+		case i >= len(got) || want[j] < got[i]:
+			out = append(out, "- "+want[j])
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
 // Rows is what database/sql-like result sets (pgx.Rows, clickhouse-go's
 // driver.Rows) have in common.
 type Rows interface {
