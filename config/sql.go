@@ -91,6 +91,18 @@ func (c *Config) queryLine(l int) int {
 	return n.Line + l - 1
 }
 
+// queryProblems adds errs of the query (parser, planner) to p, each at
+// its line in the config file (the query key's line when it has none).
+func (c *Config) queryProblems(p *Problems, errs []*query.Error) {
+	for _, e := range errs {
+		line := c.line("query")
+		if e.Pos.Line > 0 {
+			line = c.queryLine(e.Pos.Line)
+		}
+		p.Items = append(p.Items, Problem{Line: line, Msg: "query: " + e.Error()})
+	}
+}
+
 func (c *Config) validateSQL(p *Problems) {
 	if c.Parent.Topic != "" || len(c.Parent.Key) > 0 || c.Child.Topic != "" || len(c.Child.Key) > 0 || len(c.Select) > 0 || c.valueNode("join") != nil {
 		c.add(p, "tables/query and parent/child/join/select are two forms of a job: use one of them", "tables")
@@ -154,13 +166,7 @@ func (c *Config) validateSQL(p *Problems) {
 	if errs == nil {
 		c.compiled, errs = plan.Compile(q)
 	}
-	for _, e := range errs {
-		line := c.line("query")
-		if e.Pos.Line > 0 {
-			line = c.queryLine(e.Pos.Line)
-		}
-		p.Items = append(p.Items, Problem{Line: line, Msg: "query: " + e.Error()})
-	}
+	c.queryProblems(p, errs)
 	if errs != nil {
 		return
 	}

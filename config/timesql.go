@@ -128,13 +128,7 @@ func (c *Config) validateTimeSQL(p *Problems) {
 		return
 	}
 	tq, errs := query.ParseTimeJoin(c.Query, qt)
-	for _, e := range errs {
-		line := c.line("query")
-		if e.Pos.Line > 0 {
-			line = c.queryLine(e.Pos.Line)
-		}
-		p.Items = append(p.Items, Problem{Line: line, Msg: "query: " + e.Error()})
-	}
+	c.queryProblems(p, errs)
 	if errs != nil {
 		return
 	}
