@@ -22,15 +22,21 @@ func Parse(text string, tables map[string]*Table) (*Query, []*Error) {
 	p := &parser{text: text, tables: tables, q: &Query{Text: text}}
 	p.parse()
 	if len(p.errs) > 0 {
-		slices.SortStableFunc(p.errs, func(a, b *Error) int {
-			if a.Pos.Line != b.Pos.Line {
-				return a.Pos.Line - b.Pos.Line
-			}
-			return a.Pos.Column - b.Pos.Column
-		})
+		sortErrors(p.errs)
 		return nil, p.errs
 	}
 	return p.q, nil
+}
+
+// sortErrors puts errs in text order (stable: problems at one position
+// keep the order they were found in).
+func sortErrors(errs []*Error) {
+	slices.SortStableFunc(errs, func(a, b *Error) int {
+		if a.Pos.Line != b.Pos.Line {
+			return a.Pos.Line - b.Pos.Line
+		}
+		return a.Pos.Column - b.Pos.Column
+	})
 }
 
 type parser struct {

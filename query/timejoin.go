@@ -65,12 +65,7 @@ func ParseTimeJoin(text string, tables map[string]*TimeTable) (*TimeJoin, []*Err
 	p := &timeParser{parser: parser{text: text}, tables: tables, tj: &TimeJoin{}}
 	p.parse()
 	if len(p.errs) > 0 {
-		slices.SortStableFunc(p.errs, func(a, b *Error) int {
-			if a.Pos.Line != b.Pos.Line {
-				return a.Pos.Line - b.Pos.Line
-			}
-			return a.Pos.Column - b.Pos.Column
-		})
+		sortErrors(p.errs)
 		return nil, p.errs
 	}
 	return p.tj, nil
