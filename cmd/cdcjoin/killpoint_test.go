@@ -1,16 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // killPoint is where a kill test kills a `cdcjoin run`: once one of the
@@ -112,38 +114,64 @@ func counterText(m map[string]float64) string {
 // scrape reads the counters of killCounters from a run's /metrics, summed
 // over their labels (nil when the run does not answer).
 func scrape(addr string) map[string]float64 {
+	fams := scrapeMetrics(addr)
+	if fams == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, c := range killCounters {
+		for _, m := range fams[c].GetMetric() {
+			out[c] += sampleValue(m)
+		}
+	}
+	return out
+}
+
+// scrapeGauge reads a metric's samples from a run's /metrics, by their
+// label text (`a="x",b="y"`; nil when the run does not answer).
+func scrapeGauge(addr, name string) map[string]float64 {
+	fams := scrapeMetrics(addr)
+	if fams == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, m := range fams[name].GetMetric() {
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+		}
+		out[strings.Join(labels, ",")] = sampleValue(m)
+	}
+	return out
+}
+
+// scrapeMetrics reads a run's /metrics with Prometheus' own text parser
+// (nil when the run does not answer or the page does not parse).
+func scrapeMetrics(addr string) map[string]*dto.MetricFamily {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return nil
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, rest, ok := strings.Cut(line, " ")
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			name = line[:i]
-			if j := strings.LastIndexByte(line, ' '); j > i {
-				rest, ok = line[j+1:], true
-			}
-		}
-		if !ok {
-			continue
-		}
-		for _, c := range killCounters {
-			if name == c {
-				v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-				out[c] += v
-			}
-		}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil
 	}
-	return out
+	return fams
+}
+
+// sampleValue is a counter's, gauge's or untyped sample's value.
+func sampleValue(m *dto.Metric) float64 {
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	default:
+		return m.GetUntyped().GetValue()
+	}
 }
 
 // childProgress is what a run that does not converge says about itself:

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -330,35 +328,6 @@ func awaitWatermark(t *testing.T, p *runProc, parts int, x int64) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// scrapeGauge reads a metric's samples from a run's /metrics, by their
-// label text (nil when the run does not answer).
-func scrapeGauge(addr, name string) map[string]float64 {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name+"{")
-		if !ok {
-			continue
-		}
-		labels, val, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-			out[labels] = v
-		}
-	}
-	return out
 }
 
 // readLetters reads the dead-letter topic (read committed) to its end
