@@ -156,32 +156,6 @@ type TimeDecoder struct {
 	cdc    [2]bool // the side is a CDC table (a temporal join's right side)
 	ev     debezium.Event
 	key    []row.Value
-	rk     []byte // RecordJoinKey's
-}
-
-// RecordJoinKey returns the join key as the last decoded record's Kafka
-// key holds it (ok false when the key lacks a join key column, or it is
-// NULL): where a temporal right row's deletes and updates go in `run`,
-// which needs the join key to be the table's primary key.
-func (d *TimeDecoder) RecordJoinKey(side timejoin.Side) ([]byte, bool) {
-	i := 0
-	if side == timejoin.SideRight {
-		i = 1
-	}
-	if !d.ev.Key.Present {
-		return nil, false
-	}
-	vals := d.key[:0]
-	for _, k := range d.ts.Key[i] {
-		v := d.ev.Key.Values[k]
-		if v.IsNull() || v.Kind == row.KindUnavailable {
-			return nil, false
-		}
-		vals = append(vals, v)
-	}
-	d.key = vals
-	d.rk = row.AppendKey(d.rk[:0], vals)
-	return d.rk, true
 }
 
 // NewTimeDecoder returns a decoder for cfg's time join, compiled as ts.

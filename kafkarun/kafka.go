@@ -163,7 +163,8 @@ func setup(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.Clien
 		return top, fmt.Errorf("cdcjoin: describe topic %s: %w", k.KeyedTopic(), err)
 	}
 	top.keyedID = ds[k.KeyedTopic()].ID.String()
-	if cfg.IsTimeJoin() {
+	temporal := cfg.IsTimeJoin() && cfg.TimeJoin.Kind == config.KindTemporal
+	if cfg.IsTimeJoin() && !temporal {
 		return top, writtenLimits(ctx, cfg, adm, log, &top, []string{k.KeyedTopic()}) // no indexes
 	}
 	n, err := ensureTopic(ctx, adm, k.ChildIndexTopic(), top.childParts, int16(k.ReplicationFactor),
@@ -174,6 +175,10 @@ func setup(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.Clien
 	if n < top.childParts {
 		return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the child index needs one per child partition (add partitions to it)",
 			k.ChildIndexTopic(), n, cfg.Child.Topic, top.childParts)
+	}
+	if temporal {
+		// Only the right (CDC) side has an index (temporal.go).
+		return top, writtenLimits(ctx, cfg, adm, log, &top, []string{k.KeyedTopic(), k.ChildIndexTopic()})
 	}
 	n, err = ensureTopic(ctx, adm, k.ParentIndexTopic(), top.parentParts, int16(k.ReplicationFactor),
 		map[string]*string{"cleanup.policy": &compact}, log)

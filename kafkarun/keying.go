@@ -30,7 +30,8 @@ import (
 // "<group>.child-index" topic inside the same transactions; likewise the
 // parent index (parent pk → last row, to complete TOAST placeholders
 // before the row enters the compacted keyed topic) in
-// "<group>.parent-index". When this instance is assigned p it brings the
+// "<group>.parent-index"; a temporal time join's right side has a child
+// index of its own (temporal.go), the other time joins none. When this instance is assigned p it brings the
 // local store up to date from that partition (read_committed, to its end;
 // between polls, as soon as p's committed offset is fetched), so the index
 // always matches the committed source offset of p: KIP-447 stable offset
@@ -327,7 +328,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 	var rerr error
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if side := k.sideOf(p.Topic); rerr == nil && side != 0 && len(p.Records) > 0 {
-			if k.tk == nil {
+			if k.indexed(side) {
 				_, rerr = k.index(ctx, sourcePart{side, p.Partition})
 			}
 			last := p.Records[len(p.Records)-1].Offset

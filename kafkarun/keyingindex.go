@@ -316,14 +316,11 @@ func (k *keying) forget(sp sourcePart) {
 // maybe given back) discards the restored store, the next call restores
 // again.
 func (k *keying) restoreFetched(ctx context.Context) error {
-	if k.tk != nil {
-		return nil // a time join keeps no index
-	}
 	k.mu.Lock()
 	var todo []sourcePart
 	gens := map[sourcePart]uint64{}
 	for sp, gen := range k.rd.assigned {
-		if k.rd.fetched[sp] && k.idx[sp] == nil {
+		if k.rd.fetched[sp] && k.idx[sp] == nil && k.indexed(sp.side) {
 			todo = append(todo, sp)
 			gens[sp] = gen
 		}
@@ -361,7 +358,7 @@ func (k *keying) notReady() error {
 		return errors.New("keying stage: waiting for the group's assignment")
 	}
 	for sp := range k.rd.assigned {
-		if k.idx[sp] != nil || k.tk != nil && k.rd.fetched[sp] {
+		if k.idx[sp] != nil || !k.indexed(sp.side) && k.rd.fetched[sp] {
 			continue
 		}
 		if !k.rd.fetched[sp] {
@@ -371,6 +368,11 @@ func (k *keying) notReady() error {
 	}
 	return nil
 }
+
+// indexed reports whether the stage keeps an index of side's source
+// partitions: every side of a regular join or a plan; of a time join only
+// a temporal join's right side (temporal.go).
+func (k *keying) indexed(side row.Side) bool { return k.tk == nil || k.tk.indexed(side) }
 
 // restoreMode names an index restore for the catch-up metrics and logs: "" when
 // there was nothing to catch up (a current local state, or a fresh start

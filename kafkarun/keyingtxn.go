@@ -92,7 +92,7 @@ func (kt *keyingTxn) record(ctx context.Context, r *kgo.Record) error {
 		return kt.planRecord(ctx, r)
 	}
 	if k.tk != nil {
-		return k.tk.record(kt, r)
+		return k.tk.record(ctx, kt, r)
 	}
 	// Restore the partition's index (and what the decoder learned) first,
 	// so the record is decoded knowing it.

@@ -402,6 +402,9 @@ func (k *keying) indexShape() []byte {
 	if k.plan != nil {
 		return planShape(k.cfg, k.plan.p)
 	}
+	if k.tk != nil {
+		return temporalShape(k.cfg)
+	}
 	return driver.IndexShape(k.spec)
 }
 

@@ -1,6 +1,7 @@
 package kafkarun
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -26,7 +27,9 @@ import (
 //
 //   - keying: every source record decoded by job.TimeDecoder and keyed
 //     as a keyedlog 'X' record to the partition of its join key (a
-//     truncate to every partition), no index; and at each keying
+//     truncate to every partition; a temporal right side's changes through
+//     its index, to every partition the row has been in: temporal.go); and
+//     at each keying
 //     transaction's boundary a watermark record ('W': a source
 //     partition's largest event time and whether it is idle by
 //     idle_timeout of wall time) for each owned source partition whose
@@ -76,6 +79,10 @@ type timeKeying struct {
 	// sending: the watermark records of the transaction in progress.
 	sending map[timejoin.Source]keyedlog.Watermark
 
+	// router routes a temporal join's right changes (nil for the other
+	// kinds: their sides are append-only, keyed by their join key).
+	router *temporalRouter
+
 	rec  timejoin.Record
 	k, v []byte
 }
@@ -93,9 +100,17 @@ func newTimeKeying(cfg *config.Config, tm *metrics.TimeJoin, parts int32) (*time
 	if err != nil {
 		return nil, err
 	}
-	return &timeKeying{cfg: cfg, ts: ts, dec: job.NewTimeDecoder(cfg, ts), tm: tm, writer: cfg.Kafka.InstanceID, parts: parts,
-		owned: map[timejoin.Source]*sourceClock{}, txn: map[timejoin.Source]int64{}, sending: map[timejoin.Source]keyedlog.Watermark{}}, nil
+	tk := &timeKeying{cfg: cfg, ts: ts, dec: job.NewTimeDecoder(cfg, ts), tm: tm, writer: cfg.Kafka.InstanceID, parts: parts,
+		owned: map[timejoin.Source]*sourceClock{}, txn: map[timejoin.Source]int64{}, sending: map[timejoin.Source]keyedlog.Watermark{}}
+	if ts.Spec.Kind == timejoin.Temporal {
+		tk.router = &temporalRouter{parts: parts}
+	}
+	return tk, nil
 }
+
+// indexed reports whether the keying stage keeps an index of side's
+// source partitions: a temporal join's right side (temporal.go).
+func (tk *timeKeying) indexed(side row.Side) bool { return tk.router != nil && side == row.Child }
 
 func (tk *timeKeying) side(topic string) timejoin.Side {
 	if topic == tk.cfg.TimeJoin.Right.Topic {
@@ -145,7 +160,7 @@ func (tk *timeKeying) dropped(lost map[string][]int32) {
 }
 
 // record keys one source record into kt.
-func (tk *timeKeying) record(kt *keyingTxn, r *kgo.Record) error {
+func (tk *timeKeying) record(ctx context.Context, kt *keyingTxn, r *kgo.Record) error {
 	k := kt.k
 	rec := &tk.rec
 	ok, err := tk.dec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, rec)
@@ -163,37 +178,43 @@ func (tk *timeKeying) record(kt *keyingTxn, r *kgo.Record) error {
 	}
 	k.m.EventsConsumed.WithLabelValues(r.Topic, timeOps[rec.Op]).Inc()
 	side := tk.side(r.Topic)
-	var target int32
-	switch {
-	case rec.Op == timejoin.Truncate:
-		target = -1
-	case tk.ts.Spec.Kind == timejoin.Temporal && side == timejoin.SideRight:
-		// All of a row's changes must reach the partition of its join
-		// key, deletes (key-only before images) included: in run the
-		// join key of a temporal right side is its table's primary key
-		// (the record key), as Flink requires of a versioned table.
-		rk, ok := tk.dec.RecordJoinKey(side)
-		if !ok || rec.Op == timejoin.Insert && !rec.KeyNull && string(rk) != string(rec.Key) {
-			return kt.bad(r, &driver.Bad{Kind: "key", Err: fmt.Errorf(
-				"cdcjoin: bad record at %s/%d@%d: in run a temporal join's right key (%v) must be its table's primary key: the record key must hold it",
-				r.Topic, r.Partition, r.Offset, tk.cfg.TimeJoin.Right.Key)})
-		}
-		target = keyedlog.Partition(rk, tk.parts)
-	default:
-		target = keyedlog.Partition(rec.Key, tk.parts)
-	}
 	src := timejoin.Source{Side: side, Partition: r.Partition}
 	if m, ok := tk.txn[src]; !ok || rec.Time > m {
 		tk.txn[src] = rec.Time
 	}
-	tk.k, tk.v = keyedlog.AppendTime(tk.k[:0], tk.v[:0], rec, keyedlog.TimeSource{Partition: r.Partition, Offset: r.Offset, Key: r.Key})
-	topic := tk.cfg.Kafka.KeyedTopic()
 	k.m.KeyedRecords.WithLabelValues("time").Inc()
-	for p := int32(0); p < tk.parts; p++ {
-		if target >= 0 && p != target {
+	source := keyedlog.TimeSource{Partition: r.Partition, Offset: r.Offset, Key: r.Key}
+	switch {
+	case rec.Op == timejoin.Truncate:
+		return tk.send(kt, -1, rec, source)
+	case tk.router != nil && side == timejoin.SideRight:
+		// A temporal right row's changes follow its join key (temporal.go).
+		t, err := kt.index(ctx, sourcePart{row.Child, r.Partition})
+		if err != nil {
+			return err
+		}
+		others, err := tk.router.route(mirroredIndex{t: t, kt: kt, part: r.Partition}, rec, func(p int32, x *timejoin.Record) error {
+			return tk.send(kt, p, x, source)
+		})
+		if others > 0 {
+			// Copies for the other partitions the row has been in.
+			k.m.KeyedRecords.WithLabelValues("time_other").Add(float64(others))
+		}
+		return err
+	}
+	return tk.send(kt, keyedlog.Partition(rec.Key, tk.parts), rec, source)
+}
+
+// send produces the keyed record of rec (from the source record at src) to
+// keyed partition p (-1: every partition).
+func (tk *timeKeying) send(kt *keyingTxn, p int32, rec *timejoin.Record, src keyedlog.TimeSource) error {
+	tk.k, tk.v = keyedlog.AppendTime(tk.k[:0], tk.v[:0], rec, src)
+	topic := tk.cfg.Kafka.KeyedTopic()
+	for q := int32(0); q < tk.parts; q++ {
+		if p >= 0 && q != p {
 			continue
 		}
-		if err := kt.send(&kgo.Record{Topic: topic, Partition: p, Key: append([]byte(nil), tk.k...), Value: append([]byte(nil), tk.v...)}); err != nil {
+		if err := kt.send(&kgo.Record{Topic: topic, Partition: q, Key: append([]byte(nil), tk.k...), Value: append([]byte(nil), tk.v...)}); err != nil {
 			return err
 		}
 	}

@@ -97,11 +97,13 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	const ms = 1000
 	s := timegen.RandomSpec(rng, kind, jt, []int64{1e6, 4e6}) // idle_timeout: µs of wall time in run
 	const parts = 3
-	// A temporal right side is a CDC table whose join key is its primary
-	// key (what run requires: its records are routed by their record key),
-	// its time source.ts_ms.
+	// A temporal right side is a CDC table whose rows move between join
+	// keys (the keying stage's index routes them), its time source.ts_ms;
+	// no truncates (run keys each source partition on its own: a
+	// truncate's order against the other partitions' changes is
+	// undefined).
 	temporal := kind == timejoin.Temporal
-	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20, KeyIsPK: temporal})
+	events := timegen.Generate(rng, timegen.Options{Kind: kind, N: 1200, OutOfOrderness: s.OutOfOrderness / ms, Scale: ms, Partitions: parts, Keys: 20, NoTruncate: temporal})
 	// Flush records far past the history: the final watermark makes
 	// every row of the history due whatever idleness did on the way.
 	nHist := len(events)
@@ -123,7 +125,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	defer c.Close()
 	brokers := c.ListenAddrs()
 	cfgOf := func(id string) *config.Config {
-		y := timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: t.TempDir(), DLQ: true, TimeSource: temporal, RightKeyIsPK: temporal,
+		y := timegen.Config(timegen.ConfigOptions{Name: "tj", Spec: s, StateDir: t.TempDir(), DLQ: true, TimeSource: temporal,
 			Extra: fmt.Sprintf("kafka:\n  keyed_partitions: 3\n  brokers: [%s]\n  instance_id: %s\n  session_timeout: 6s\n  commit_interval: 100ms\n  transaction_timeout: 10s\n",
 				strings.Join(brokers, ", "), id)})
 		cfg, err := config.Parse([]byte(y), "tj.yaml")
@@ -285,7 +287,7 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	}
 	// The metrics: every late record counted (once or more), the join
 	// watermark published.
-	var counted float64
+	var counted, others, restored float64
 	watermarks := 0
 	for _, in := range []*timeInstance{first, a, b} {
 		mfs, err := in.reg.Gather()
@@ -297,6 +299,14 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 				switch mf.GetName() {
 				case "cdcjoin_late_records_total":
 					counted += mt.GetCounter().GetValue()
+				case "cdcjoin_keying_records_produced_total":
+					if labelOf(mt, "kind") == "time_other" {
+						others += mt.GetCounter().GetValue()
+					}
+				case "cdcjoin_keying_index_restore_records_total":
+					if in == b && labelOf(mt, "mode") == "rebuild" {
+						restored += mt.GetCounter().GetValue()
+					}
 				case "cdcjoin_time_watermark_seconds":
 					// Seconds as a float: µs again, rounded (W·1e-6·1e6 may
 					// fall a hair below W).
@@ -309,6 +319,12 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	}
 	if counted < float64(len(lettered)) || watermarks == 0 {
 		t.Errorf("cdcjoin_late_records_total %v for %d late records; %d final join watermarks published", counted, len(lettered), watermarks)
+	}
+	if temporal && (others == 0 || restored == 0) {
+		// The rows moved between keyed partitions, and the second
+		// instance keyed right partitions from an index it rebuilt from
+		// the changelog.
+		t.Errorf("temporal: %v keyed records for the other partitions of moved rows; the second instance read %v index changelog records to rebuild", others, restored)
 	}
 	nLate := 0
 	for i, l := range lateEv {
@@ -324,8 +340,8 @@ func timeRun(t *testing.T, rng *rand.Rand, kind timejoin.Kind, jt timejoin.JoinT
 	}
 	all := timegen.SQL(s, events, make([]bool, len(events)), eFinal)
 	differs := !slices.Equal(all, got)
-	t.Logf("%s %s: %d events, %d rows (%d from i1), %d late, streams %d; SQL over all records differs: %v",
-		kind, jt, nHist, len(got), m.countFrom("i1"), nLate, len(m.rows), differs)
+	t.Logf("%s %s: %d events, %d rows (%d from i1), %d late, streams %d; SQL over all records differs: %v; temporal: %v records for moved rows' other partitions, %v index records rebuilt by i1",
+		kind, jt, nHist, len(got), m.countFrom("i1"), nLate, len(m.rows), differs, others, restored)
 	return timeRunResult{late: nLate, controlDiffers: differs}
 }
 
@@ -348,11 +364,7 @@ func lateProbes(s *timejoin.Spec, hist []timegen.Event, parts int32) []timegen.E
 			if side == timejoin.SideRight && s.Kind == timejoin.Interval {
 				at += s.Lower
 			}
-			key := first.Key
-			if side == timejoin.SideRight && s.Kind == timejoin.Temporal {
-				key = id // run keys a temporal right side by its primary key
-			}
-			out = append(out, timegen.Event{Side: side, Partition: p, Op: timejoin.Insert, Time: at, Key: key, PK: id, Val: "late"})
+			out = append(out, timegen.Event{Side: side, Partition: p, Op: timejoin.Insert, Time: at, Key: first.Key, PK: id, Val: "late"})
 		}
 	}
 	return out
