@@ -31,9 +31,10 @@ import (
 // parent index (parent pk → last row, to complete TOAST placeholders
 // before the row enters the compacted keyed topic) in
 // "<group>.parent-index"; a temporal time join's right side has a child
-// index of its own (temporal.go), the other time joins none. When this instance is assigned p it brings the
-// local store up to date from that partition (read_committed, to its end;
-// between polls, as soon as p's committed offset is fetched), so the index
+// index of its own (temporal.go), the other time joins none. When this
+// instance is assigned p it brings the local store up to date from that
+// partition (read_committed, to its end; between polls, as soon as p's
+// committed offset is fetched), so the index
 // always matches the committed source offset of p: KIP-447 stable offset
 // fetches make the new owner wait until the previous owner's transaction
 // is resolved. Stale index entries (a child truncate only clears the index
