@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -48,7 +49,7 @@ func TestTimeRunKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	timeRunKills(t, addr, c.ListenAddrs(), "")
+	timeRunKills(t, addr, c.ListenAddrs(), "", killOptions{})
 }
 
 // TestTimeRunKillsRealKafka is TestTimeRunKills on the real broker
@@ -58,13 +59,41 @@ func TestTimeRunKillsRealKafka(t *testing.T) {
 	brokers := testenv.Require(t, testenv.KafkaEnv, "Kafka")
 	suffix := fmt.Sprintf("-%d", time.Now().UnixNano())
 	createTopics(t, brokers, 3, timegen.LeftTopic+suffix, timegen.RightTopic+suffix)
-	timeRunKills(t, addr, strings.Split(brokers, ","), suffix)
+	timeRunKills(t, addr, strings.Split(brokers, ","), suffix, killOptions{})
 }
 
-func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string) {
+// TestTimeSQLRunKillsRealKafka is TestTimeRunKillsRealKafka for the SQL
+// form of the job (tables with time + query, as
+// testdata/timejoin/ad_clicks_sql.yaml), a FULL join, on a steady history
+// without idleness (disorder within out_of_orderness, no quiet partitions,
+// idle_timeout 0: only the probes are late, in run and in replay alike): ClickHouse ends with the SQL over
+// the records that are not late, and `cdcjoin replay --final` of the same
+// records (in the order they were produced) gives the same rows and
+// dead-letters the same records.
+func TestTimeSQLRunKillsRealKafka(t *testing.T) {
+	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
+	brokers := testenv.Require(t, testenv.KafkaEnv, "Kafka")
+	suffix := fmt.Sprintf("-%d", time.Now().UnixNano())
+	createTopics(t, brokers, 3, timegen.LeftTopic+suffix, timegen.RightTopic+suffix)
+	timeRunKills(t, addr, strings.Split(brokers, ","), suffix, killOptions{sql: true, join: timejoin.FullOuter, steady: true})
+}
+
+// killOptions vary timeRunKills: the SQL form of the job, its join type
+// (default LEFT), a steady history (then also a replay of the same
+// records, compared with the run).
+type killOptions struct {
+	sql    bool
+	join   timejoin.JoinType
+	steady bool
+}
+
+func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string, o killOptions) {
 	seed := testSeed(t)
 	t.Logf("seed %d (rerun with CDCJOIN_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 23))
+	if o.join == 0 {
+		o.join = timejoin.LeftOuter
+	}
 	const ms = 1000
 	const parts = 3
 	// kfake takes sessions down to 500 ms; a real broker's minimum is 6 s
@@ -73,10 +102,16 @@ func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string) 
 	if suffix != "" {
 		kills, session, rebalance = 4, "6s", "10s"
 	}
-	s := &timejoin.Spec{Kind: timejoin.Interval, Join: timejoin.LeftOuter, Lower: -3 * ms, Upper: 5 * ms,
+	s := &timejoin.Spec{Kind: timejoin.Interval, Join: o.join, Lower: -3 * ms, Upper: 5 * ms,
 		OutOfOrderness: 2 * ms, AllowedLateness: ms, IdleTimeout: 2e6, LeftWidth: 1, RightWidth: 1,
 		Out: []timejoin.Column{{From: timejoin.FromLeft}, {From: timejoin.FromRight}}}
-	hist := timegen.Generate(rng, timegen.Options{Kind: s.Kind, N: 3000, OutOfOrderness: 2, Keys: 8, Scale: ms, Partitions: parts})
+	if o.steady {
+		// No idleness either: a partition that wall-time idleness left
+		// out while the keying stage read the others would make records
+		// late that replay (idle by event time) takes.
+		s.IdleTimeout = 0
+	}
+	hist := timegen.Generate(rng, timegen.Options{Kind: s.Kind, N: 3000, OutOfOrderness: 2, Keys: 8, Scale: ms, Partitions: parts, Steady: o.steady})
 
 	// The events in the order they are produced: slice k of the history,
 	// then (in probe rounds) the probes below what slice k proves.
@@ -144,7 +179,11 @@ func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string) 
 		name += suffix
 	}
 	table := fmt.Sprintf("time_run_kills_%d_%d", time.Now().Unix(), seed)
-	yaml := timegen.Config(timegen.ConfigOptions{Name: name, Spec: s, StateDir: filepath.Join(dir, "state"), DLQ: true,
+	job := timegen.Config
+	if o.sql {
+		job = func(c timegen.ConfigOptions) string { return timegen.SQLConfig(c, "") }
+	}
+	yaml := job(timegen.ConfigOptions{Name: name, Spec: s, StateDir: filepath.Join(dir, "state"), DLQ: true,
 		Extra: fmt.Sprintf(`kafka:
   brokers: [%s]
   keyed_partitions: 3
@@ -255,6 +294,65 @@ clickhouse:
 	all := timegen.SQL(s, events, make([]bool, len(events)), eFinal)
 	if slices.Equal(all, got) {
 		t.Fatalf("seed %d: negative control: the SQL over all records (late ones included) equals the table", seed)
+	}
+	if o.join == timejoin.FullOuter && (!slices.ContainsFunc(got, func(r string) bool { return strings.HasPrefix(r, "null,") }) ||
+		!slices.ContainsFunc(got, func(r string) bool { return strings.HasSuffix(r, ",null,") })) {
+		t.Fatalf("seed %d: a FULL join without padded rows of both sides among %d", seed, len(got))
+	}
+	if o.steady {
+		// Only the probes and redeliveries (a copy of a record up to ten
+		// back) are late, and replay of the same records (in the order
+		// produced) gives the table's rows and dead-letters the probes.
+		redelivered := func(i int) bool { return slices.Contains(events[max(i-10, 0):i], events[i]) }
+		for i, l := range late {
+			if l && !isProbe(i) && !redelivered(i) || !l && isProbe(i) {
+				t.Fatalf("seed %d: a steady history's record late %v (probe %v): %v", seed, l, isProbe(i), events[i])
+			}
+		}
+		input := filepath.Join(dir, "in.jsonl")
+		writeHistory(t, input, recs)
+		rcfg := writeFile(t, dir, "replay.yaml", strings.ReplaceAll(strings.ReplaceAll(
+			job(timegen.ConfigOptions{Name: name, Spec: s, StateDir: filepath.Join(dir, "replay-state"), DLQ: true}),
+			timegen.LeftTopic, timegen.LeftTopic+suffix), timegen.RightTopic, timegen.RightTopic+suffix))
+		final, bad := filepath.Join(dir, "replay.final"), filepath.Join(dir, "replay.bad")
+		if code, _, errs := run(t, "replay", "--config", rcfg, "--input", input, "--final", final, "--bad-records", bad, "--quiet"); code != 0 {
+			t.Fatalf("seed %d: replay: exit %d: %s", seed, code, errs)
+		}
+		if rows := finalRows(t, final, s); !slices.Equal(rows, got) {
+			t.Fatalf("seed %d: replay --final has %d rows, ClickHouse %d:\n%s", seed, len(rows), len(got), strings.Join(testkit.SortedDiff(rows, got, 20), "\n"))
+		}
+		b, err := os.ReadFile(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := map[string]int{} // "topic/partition@offset" → event
+		for i, r := range recs {
+			at[fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)] = i
+		}
+		lettered := 0
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var l struct {
+				Topic     string
+				Partition int32
+				Offset    int64
+			}
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("--bad-records line %q: %v", line, err)
+			}
+			i, ok := at[fmt.Sprintf("%s/%d@%d", l.Topic, l.Partition, l.Offset)]
+			switch {
+			case !ok:
+				t.Fatalf("seed %d: replay's bad record %q is none of the input's", seed, line)
+			case isProbe(i):
+				lettered++
+			case !redelivered(i):
+				t.Fatalf("seed %d: replay judged late a record that is neither a probe nor a redelivery: %v", seed, events[i])
+			}
+		}
+		if lettered != probes {
+			t.Fatalf("seed %d: replay dead-lettered %d of the %d probes", seed, lettered, probes)
+		}
+		t.Logf("replay --final of the same records: the table's %d rows; its bad records: the %d probes and redeliveries", len(got), probes)
 	}
 	b, _ := os.ReadFile(log.Name())
 	behind := 0 // assignments whose local state lost commits: the kill cut pebble's unsynced WAL
