@@ -90,6 +90,17 @@ type Kafka struct {
 	// uncommitted, and its next owner redoes it. Keep it well below the
 	// group's rebalance timeout, during which a revoke must complete.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// SnapshotRecords: a time join's join partition writes a snapshot of
+	// its operator state to the topic "<group>.tsnap" after this many
+	// keyed records since its last one (default 100000; -1: never, and the
+	// keyed topic is never trimmed), and then deletes the keyed records
+	// below it (at most up to the group's committed offset): a partition
+	// that moves is rebuilt from the snapshot and the log after it.
+	SnapshotRecords int `yaml:"snapshot_records"`
+	// SnapshotInterval: a time join's partition also writes a snapshot
+	// at the first commit this long after its last one when it applied
+	// any record since (default 5m; at least 10ms).
+	SnapshotInterval time.Duration `yaml:"snapshot_interval"`
 	// MetricsAddr is the host:port of the /metrics, /healthz and /readyz
 	// HTTP server (default: none).
 	MetricsAddr string `yaml:"metrics_addr"`
@@ -194,7 +205,23 @@ func (k *Kafka) defaults(c *Config) {
 	if k.DrainTimeout == 0 {
 		k.DrainTimeout = min(10*time.Second, k.RebalanceTimeout/2)
 	}
+	if k.SnapshotRecords == 0 {
+		k.SnapshotRecords = DefaultSnapshotRecords
+	}
+	if k.SnapshotInterval == 0 {
+		k.SnapshotInterval = DefaultSnapshotInterval
+	}
 }
+
+// Time-join snapshot defaults (Kafka.SnapshotRecords, SnapshotInterval).
+const (
+	DefaultSnapshotRecords  = 100000
+	DefaultSnapshotInterval = 5 * time.Minute
+)
+
+// SnapshotTopic is a time join's topic of operator-state snapshots, one
+// partition per keyed partition.
+func (k *Kafka) SnapshotTopic() string { return k.Group + ".tsnap" }
 
 func (k *Kafka) validate(c *Config, p *Problems) {
 	const s = "kafka"
@@ -229,6 +256,9 @@ func (k *Kafka) validate(c *Config, p *Problems) {
 	if k.Linger < time.Millisecond || k.Linger > time.Second {
 		c.add(p, fmt.Sprintf("kafka.linger %v: use 1ms..1s", k.Linger), s, "linger")
 	}
+	if k.SnapshotRecords < -1 {
+		c.add(p, fmt.Sprintf("kafka.snapshot_records %d: use -1 (never) or a positive count", k.SnapshotRecords), s, "snapshot_records")
+	}
 	if k.Epoch < 0 || k.Epoch > MaxEpoch {
 		c.add(p, fmt.Sprintf("kafka.epoch %d: use 0..%d", k.Epoch, MaxEpoch), s, "epoch")
 	}
@@ -243,6 +273,7 @@ func (k *Kafka) validate(c *Config, p *Problems) {
 		{"commit_interval", k.CommitInterval, time.Millisecond},
 		{"drain_timeout", k.DrainTimeout, time.Millisecond},
 		{"rebalance_timeout", k.RebalanceTimeout, time.Second},
+		{"snapshot_interval", k.SnapshotInterval, 10 * time.Millisecond},
 	} {
 		if d.v < d.min || d.v < 0 {
 			c.add(p, fmt.Sprintf("kafka.%s %v: must be at least %v", d.key, d.v, d.min), s, d.key)

@@ -183,6 +183,7 @@ apply:
 	if err := b.commit(b.next); err != nil {
 		return nil, err
 	}
+	w.snap.committed(b.applied)
 	if b.rebuilt > 0 {
 		w.j.m.StateRebuilt.Add(float64(b.rebuilt))
 	}

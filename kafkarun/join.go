@@ -42,7 +42,10 @@ type joinStage struct {
 	topic   string // the keyed topic
 	newSink func(context.Context, SinkFor) (sink.Sink, error)
 	cl      *kgo.Client
-	fatal   chan error // first worker error (cap 1)
+	// snapCl writes and reads a time join's operator-state snapshots and
+	// trims (tsnap.go); nil for other joins.
+	snapCl *kgo.Client
+	fatal  chan error // first worker error (cap 1)
 
 	mu        sync.Mutex
 	workers   map[int32]*worker
@@ -104,6 +107,12 @@ func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, er
 		return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
 	}
 	j.cl = cl
+	if d.cfg.IsTimeJoin() && def.n == 0 {
+		if j.snapCl, err = kgo.NewClient(producerOpts(kc, d.base, kgo.ProducerLinger(0))...); err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
+		}
+	}
 	return j, nil
 }
 
@@ -160,6 +169,17 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 		st.Close()
 		return nil, err
 	}
+	fromSnap := false
+	if j.snapCl != nil {
+		var sp int64
+		if sp, fromSnap, err = j.snapshotStart(st, p, committed, pos, has); err != nil {
+			st.Close()
+			return nil, err
+		}
+		if fromSnap {
+			pos, has = sp, true
+		}
+	}
 	clock, err := driver.ReadClock(st, uint64(j.cfg.Kafka.Epoch))
 	if err != nil {
 		st.Close()
@@ -169,7 +189,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 	w := &worker{
 		j: j, p: p, store: st,
 		open:        func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
-		forwardFrom: committed, emitFloor: emitFrom, clock: clock, dir: dir, hasState: has,
+		forwardFrom: committed, emitFloor: emitFrom, clock: clock, dir: dir, hasState: has, fromSnap: fromSnap,
 		pacer: driver.Pacer{Now: time.Now},
 		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -455,6 +475,9 @@ func (j *joinStage) fail(err error) {
 // positions and leaves the group.
 func (j *joinStage) run(ctx context.Context) error {
 	defer closeGroupClient(j.cl, leaveTimeout(j.cfg))
+	if j.snapCl != nil {
+		defer j.snapCl.Close() // after the workers (and their snapshot goroutines) stopped
+	}
 	err := j.dispatch(ctx)
 	j.mu.Lock()
 	parts := keysOf(j.workers)

@@ -164,8 +164,22 @@ func setup(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.Clien
 	}
 	top.keyedID = ds[k.KeyedTopic()].ID.String()
 	temporal := cfg.IsTimeJoin() && cfg.TimeJoin.Kind == config.KindTemporal
+	if cfg.IsTimeJoin() {
+		// Operator-state snapshots, one partition per keyed partition,
+		// trimmed explicitly (tsnap.go).
+		del, forever := "delete", "-1"
+		n, err := ensureTopic(ctx, adm, k.SnapshotTopic(), top.keyedParts, int16(k.ReplicationFactor),
+			map[string]*string{"cleanup.policy": &del, "retention.ms": &forever, "retention.bytes": &forever}, log)
+		if err != nil {
+			return top, err
+		}
+		if n < top.keyedParts {
+			return top, fmt.Errorf("cdcjoin: topic %s has %d partitions but %s has %d: the snapshots need one per keyed partition (add partitions to it)",
+				k.SnapshotTopic(), n, k.KeyedTopic(), top.keyedParts)
+		}
+	}
 	if cfg.IsTimeJoin() && !temporal {
-		return top, writtenLimits(ctx, cfg, adm, log, &top, []string{k.KeyedTopic()}) // no indexes
+		return top, writtenLimits(ctx, cfg, adm, log, &top, []string{k.KeyedTopic(), k.SnapshotTopic()}) // no indexes
 	}
 	n, err := ensureTopic(ctx, adm, k.ChildIndexTopic(), top.childParts, int16(k.ReplicationFactor),
 		map[string]*string{"cleanup.policy": &compact}, log)
@@ -178,7 +192,7 @@ func setup(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.Clien
 	}
 	if temporal {
 		// Only the right (CDC) side has an index (temporal.go).
-		return top, writtenLimits(ctx, cfg, adm, log, &top, []string{k.KeyedTopic(), k.ChildIndexTopic()})
+		return top, writtenLimits(ctx, cfg, adm, log, &top, []string{k.KeyedTopic(), k.ChildIndexTopic(), k.SnapshotTopic()})
 	}
 	n, err = ensureTopic(ctx, adm, k.ParentIndexTopic(), top.parentParts, int16(k.ReplicationFactor),
 		map[string]*string{"cleanup.policy": &compact}, log)

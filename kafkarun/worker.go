@@ -105,9 +105,11 @@ type worker struct {
 	status    workerStatus // what it does, for Status (status.go)
 	stats     reporter     // the sink's counters, for the scraper
 
-	dir      string   // the partition's state directory
-	hasState bool     // the state had a position when the worker started
-	rb       *rebuild // a bulk rebuild in progress (rebuild.go), or nil
+	dir      string       // the partition's state directory
+	hasState bool         // the state had a position when the worker started (or was loaded from a snapshot)
+	fromSnap bool         // the state was loaded from a time join's snapshot (tsnap.go)
+	rb       *rebuild     // a bulk rebuild in progress (rebuild.go), or nil
+	snap     *snapshotter // a time join's snapshot goroutine (tsnap.go), or nil
 
 	// Readiness: caught is set once the partition's state
 	// reached the committed position; cuTarget is that position (-1 until
@@ -147,6 +149,7 @@ func (w *worker) stopping() bool {
 
 func (w *worker) run() {
 	defer close(w.done)
+	defer func() { w.snap.stop() }()
 	defer w.cancel()
 	defer w.stopRebuild()
 	if err := w.start(); err != nil {
@@ -160,6 +163,7 @@ func (w *worker) run() {
 		w.fail("worker", err)
 		return
 	}
+	w.startSnapshots()
 	w.beginCatchUp()
 	var recs []*kgo.Record
 	for {
@@ -372,7 +376,10 @@ func (w *worker) beginCatchUp() {
 		return
 	}
 	w.cu = joinCatchUp{mode: "catch-up", target: target, began: time.Now()}
-	if !w.hasState {
+	switch {
+	case w.fromSnap:
+		w.cu.mode = "snapshot"
+	case !w.hasState:
 		w.cu.mode = "rebuild"
 	}
 }

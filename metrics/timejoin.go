@@ -22,6 +22,13 @@ type TimeJoin struct {
 	// state once no partner could still arrive.
 	Rows    *prometheus.CounterVec
 	Retired prometheus.Counter
+	// SnapshotBytes is the size of each owned keyed partition's last
+	// operator-state snapshot written to "<group>.tsnap" (its chunks'
+	// bytes), SnapshotOffset the keyed offset it stands at, and
+	// SnapshotLoads counts partitions rebuilt from a snapshot.
+	SnapshotBytes  *prometheus.GaugeVec
+	SnapshotOffset *prometheus.GaugeVec
+	SnapshotLoads  prometheus.Counter
 }
 
 // NewTimeJoin creates and registers (with reg, if set) the time join's
@@ -49,8 +56,17 @@ func NewTimeJoin(reg prometheus.Registerer) (*TimeJoin, error) {
 		Retired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cdcjoin_time_retired_total", Help: "Rows and versions a time join removed from its state once no partner could still arrive.",
 		}),
+		SnapshotBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cdcjoin_time_snapshot_bytes", Help: "Size of the last operator-state snapshot each owned keyed partition wrote (bytes).",
+		}, []string{"partition"}),
+		SnapshotOffset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cdcjoin_time_snapshot_offset", Help: "The keyed offset of the last operator-state snapshot each owned keyed partition wrote.",
+		}, []string{"partition"}),
+		SnapshotLoads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cdcjoin_time_snapshot_loads_total", Help: "Keyed partitions rebuilt from an operator-state snapshot.",
+		}),
 	}
-	if err := register(reg, t.LateRecords, t.Watermark, t.WatermarkLag, t.SourceWatermark, t.SourceIdle, t.Rows, t.Retired); err != nil {
+	if err := register(reg, t.LateRecords, t.Watermark, t.WatermarkLag, t.SourceWatermark, t.SourceIdle, t.Rows, t.Retired, t.SnapshotBytes, t.SnapshotOffset, t.SnapshotLoads); err != nil {
 		return nil, err
 	}
 	return t, nil
