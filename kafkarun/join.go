@@ -108,7 +108,7 @@ func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, er
 	}
 	j.cl = cl
 	if d.cfg.IsTimeJoin() && def.n == 0 {
-		if j.snapCl, err = kgo.NewClient(producerOpts(kc, d.base, kgo.ProducerLinger(0))...); err != nil {
+		if j.snapCl, err = kgo.NewClient(producerOpts(kc, d.base, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))...); err != nil {
 			cl.Close()
 			return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
 		}
@@ -159,6 +159,7 @@ func (j *joinStage) assign(_ context.Context, offsets map[string]map[int32]kgo.O
 // committed offset (forwards below it were sent), emitFrom (at least
 // committed) where it starts emitting.
 func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, error) {
+	began := time.Now()
 	dir := filepath.Join(j.cfg.State.Dir, j.def.dir+strconv.Itoa(int(p)))
 	st, err := joinstate.Open(job.StateOptions(j.cfg, dir))
 	if err != nil {
@@ -189,7 +190,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 	w := &worker{
 		j: j, p: p, store: st,
 		open:        func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
-		forwardFrom: committed, emitFloor: emitFrom, clock: clock, dir: dir, hasState: has, fromSnap: fromSnap,
+		forwardFrom: committed, emitFloor: emitFrom, clock: clock, dir: dir, hasState: has, fromSnap: fromSnap, began: began,
 		pacer: driver.Pacer{Now: time.Now},
 		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}

@@ -323,7 +323,7 @@ func (s *snapshotter) write(img *snapImage) error {
 		j.tm.SnapshotBytes.WithLabelValues(part).Set(float64(img.bytes))
 		j.tm.SnapshotOffset.WithLabelValues(part).Set(float64(img.pos))
 	}
-	j.log.Debug("time-join snapshot written", "partition", p, "position", img.pos, "entries", img.entries, "bytes", img.bytes, "chunks", len(img.chunks))
+	j.log.Debug("time-join snapshot written", "first_chunk", end.firstChunk, "partition", p, "position", img.pos, "entries", img.entries, "bytes", img.bytes, "chunks", len(img.chunks))
 	// Trim: never past the newest complete snapshot, never past the
 	// group's committed offset.
 	j.mu.Lock()
@@ -421,6 +421,7 @@ func (j *joinStage) readSnapshot(ctx context.Context, p int32) (*snapLoaded, err
 			next = max(next, r.Offset+1)
 		})
 	}
+	j.log.Debug("snapshot partition read", "partition", p, "start", startOff.Offset, "end", endOff.Offset, "records", len(recs))
 	// The newest end record whose chunks are all there, in order.
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := recs[i]

@@ -108,6 +108,7 @@ type worker struct {
 	dir      string       // the partition's state directory
 	hasState bool         // the state had a position when the worker started (or was loaded from a snapshot)
 	fromSnap bool         // the state was loaded from a time join's snapshot (tsnap.go)
+	began    time.Time    // when the worker was made (its state opened): a catch-up's start
 	rb       *rebuild     // a bulk rebuild in progress (rebuild.go), or nil
 	snap     *snapshotter // a time join's snapshot goroutine (tsnap.go), or nil
 
@@ -372,10 +373,15 @@ func (w *worker) beginCatchUp() {
 	target, pos := w.out.EmitFrom(), w.pos.Load()
 	w.cuTarget.Store(target)
 	if target <= 0 || pos >= target {
+		if w.fromSnap { // caught up by the snapshot alone
+			d := time.Since(w.began)
+			w.j.m.CatchUpSeconds.WithLabelValues("join", "snapshot").Observe(d.Seconds())
+			w.j.log.Info("partition caught up", "partition", w.p, "mode", "snapshot", "records", 0, "seconds", d.Seconds(), "position", pos, "committed", target)
+		}
 		w.caught.Store(true)
 		return
 	}
-	w.cu = joinCatchUp{mode: "catch-up", target: target, began: time.Now()}
+	w.cu = joinCatchUp{mode: "catch-up", target: target, began: w.began}
 	switch {
 	case w.fromSnap:
 		w.cu.mode = "snapshot"
