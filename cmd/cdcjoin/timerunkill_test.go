@@ -39,8 +39,10 @@ import (
 // restarts do. At the end ClickHouse holds the SQL result over the
 // records that are not late (by the dead letters, each checked late
 // against the watermark it names), each (_stream, _seq) once, and every
-// probe is dead-lettered. Negative control: the SQL over all records
-// (probes included) differs from the table.
+// probe is dead-lettered. Snapshots every 100 keyed records and trimming
+// are on: the keyed log must end trimmed (a restart whose local state is
+// below the log start loads a snapshot). Negative control: the SQL over
+// all records (probes included) differs from the table.
 func TestTimeRunKills(t *testing.T) {
 	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, timegen.LeftTopic, timegen.RightTopic),
@@ -193,6 +195,8 @@ func timeRunKills(t *testing.T, chAddr string, brokers []string, suffix string, 
   drain_timeout: 1s
   rebalance_timeout: %s
   metrics_addr: 127.0.0.1:0
+  snapshot_records: 100
+  snapshot_interval: 200ms
 clickhouse:
   addr: [%s]
   database: cdcjoin_test
@@ -363,9 +367,34 @@ clickhouse:
 			behind++
 		}
 	}
-	t.Logf("%d kills; %d events, %d rows, each (_stream, _seq) once; %d late (%d probes, all dead-lettered); %d partition assignments found the local state behind the committed offset (re-emitted rows the insert sink dropped)",
-		killed, nHist, len(got), nLate, probes, behind)
+	// Snapshots and trimming were on: the keyed log must have been trimmed
+	// (its log starts moved), so the restarts ran on a trimmed log.
+	loads := strings.Count(string(b), `"partition loaded from a snapshot"`)
+	var trimmed int64
+	adm := kadm.NewClient(mustKgo(t, brokers))
+	starts, err := adm.ListStartOffsets(context.Background(), name+".keyed")
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts.Each(func(o kadm.ListedOffset) { trimmed += o.Offset })
+	if trimmed == 0 {
+		t.Fatalf("seed %d: the keyed log was never trimmed (log starts all 0): the snapshots and trimming did nothing", seed)
+	}
+	t.Logf("%d kills; %d events, %d rows, each (_stream, _seq) once; %d late (%d probes, all dead-lettered); %d partition assignments found the local state behind the committed offset (re-emitted rows the insert sink dropped); keyed log trimmed by %d records (log starts summed), %d partitions loaded from snapshots",
+		killed, nHist, len(got), nLate, probes, behind, trimmed, loads)
 	conn.Exec(context.Background(), "DROP TABLE IF EXISTS cdcjoin_test."+table)
+}
+
+func mustKgo(t *testing.T, brokers []string) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // assignedRE matches a join partition's assignment log line: its
