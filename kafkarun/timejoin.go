@@ -41,13 +41,18 @@ import (
 //     waits for a partition until it has records or is idle); late
 //     records go to the bad-record policy through Out.Reject (worker.reject:
 //     dead letters in the batch's forwarding transaction).
-//   - the keyed topic keeps everything (cleanup.policy delete, no
-//     retention limit): a time join's keyed records are not a changelog
-//     (rows expire by time, watermarks are positions), so a partition that
-//     moves is rebuilt by applying its whole log from the start through
-//     the operator without emitting (up to the group's committed offset),
-//     which reproduces the state exactly, seq numbers included, because the
-//     operator is a function of the log. The emitted rows carry their
+//   - the keyed topic is cleanup.policy delete with no retention limit:
+//     a time join's keyed records are not a changelog (rows expire by
+//     time, watermarks are positions), so a partition that moves is
+//     rebuilt by applying its log through the operator without emitting
+//     (up to the group's committed offset), which reproduces the state
+//     exactly, seq numbers included, because the operator is a function
+//     of the log. To keep the log bounded, each worker snapshots its
+//     committed operator state to "<group>.tsnap" every
+//     kafka.snapshot_records keyed records (or snapshot_interval) and
+//     then deletes the keyed records below it (tsnap.go); a rebuild loads
+//     the newest complete snapshot and applies the log from its position
+//     (from the start when there is none). The emitted rows carry their
 //     stream's seq (Version): an insert-mode sink drops what it has.
 
 // timeSpec is the keyed.Spec that stands for a time join where the
