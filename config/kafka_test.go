@@ -24,6 +24,9 @@ func TestKafkaOptional(t *testing.T) {
 	if c.Kafka.Compression != DefaultCompression || c.Kafka.TransactionRecords != DefaultTransactionRecords || c.Kafka.Linger != DefaultLinger {
 		t.Errorf("producer defaults: %q %d %v", c.Kafka.Compression, c.Kafka.TransactionRecords, c.Kafka.Linger)
 	}
+	if c.Kafka.SnapshotRecords != DefaultSnapshotRecords || c.Kafka.SnapshotInterval != DefaultSnapshotInterval || c.Kafka.SnapshotTopic() != "j.tsnap" {
+		t.Errorf("snapshot defaults: %d %v %s", c.Kafka.SnapshotRecords, c.Kafka.SnapshotInterval, c.Kafka.SnapshotTopic())
+	}
 	if c.Kafka.KeyedTopic() != "j.keyed" || c.Kafka.JoinGroup() != "j-join" || c.Kafka.KeyingGroup() != "j-keying" {
 		t.Errorf("names: %s %s %s", c.Kafka.KeyedTopic(), c.Kafka.JoinGroup(), c.Kafka.KeyingGroup())
 	}
@@ -54,6 +57,8 @@ func TestKafkaProblems(t *testing.T) {
   compression: brotli
   transaction_records: -5
   linger: 2s
+  snapshot_records: -2
+  snapshot_interval: 1ms
 `), "t.yaml")
 	if err == nil {
 		t.Fatal("accepted")
@@ -61,7 +66,8 @@ func TestKafkaProblems(t *testing.T) {
 	msg := err.Error()
 	for _, want := range []string{`"nohost" is not host:port`, `port "99999"`, "kafka.epoch 70000", "keyed_partitions -1",
 		`mechanism "gssapi"`, "tls.enabled is false", "session_timeout 1ms", "metrics_addr",
-		`kafka.compression "brotli": use one of none, gzip, snappy, lz4, zstd`, "kafka.transaction_records -5", "kafka.linger 2s"} {
+		`kafka.compression "brotli": use one of none, gzip, snappy, lz4, zstd`, "kafka.transaction_records -5", "kafka.linger 2s",
+		"kafka.snapshot_records -2: use -1 (never) or a positive count", "kafka.snapshot_interval 1ms: must be at least 10ms"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("missing %q in:\n%s", want, msg)
 		}
