@@ -574,3 +574,35 @@ func (j *joinStage) snapshotStart(st *joinstate.Store, p int32, committed, pos i
 		"log_start", logStart, "committed", committed, "local", pos, "had_state", has, "seconds", time.Since(began).Seconds())
 	return l.end.pos, true, nil
 }
+
+// checkTrimmed guards a time join's worker against a keyed log trimmed
+// under it (by another instance's snapshot goroutine, say a previous
+// owner that had not noticed it lost the partition): when the records
+// handed over start past the worker's position, it asks for the log start
+// and, if that is past the position too — the consumer was reset to the
+// log start, and the records between were never applied — fails
+// restartably, so that the partition's worker starts again from its
+// state, which is then below the log start, and loads a snapshot. A gap
+// with the log start at or below the position is an aborted transaction's
+// records (read_committed skips them) and is fine.
+func (w *worker) checkTrimmed(recs []*kgo.Record) error {
+	j := w.j
+	expect := max(w.pos.Load(), 0)
+	if j.snapCl == nil || len(recs) == 0 || recs[0].Offset <= expect {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, adminTimeout)
+	defer cancel()
+	starts, err := kadm.NewClient(j.snapCl).ListStartOffsets(ctx, j.topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return kafkaFault(fmt.Errorf("cdcjoin: join partition %d: log start: %w", w.p, err))
+	}
+	if o, _ := starts.Lookup(j.topic, w.p); o.Offset > expect {
+		return &restartable{fmt.Errorf("cdcjoin: join partition %d: the keyed log %s/%d starts at %d, past this worker's position %d (trimmed before it read the records between): restarting the partition from a snapshot",
+			w.p, j.topic, w.p, o.Offset, expect)}
+	}
+	return nil
+}

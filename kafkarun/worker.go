@@ -199,6 +199,10 @@ func (w *worker) run() {
 				}
 			}
 		}
+		if err := w.checkTrimmed(recs); err != nil {
+			w.fail("worker", err)
+			return
+		}
 		var err error
 		if w.rb != nil && len(recs) > 0 {
 			w.status.set(phaseRebuild)
