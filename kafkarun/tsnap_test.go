@@ -44,6 +44,9 @@ import (
 func TestTimeSnapshots(t *testing.T) {
 	seed := clusterSeed(t)
 	n := 500
+	if testing.Short() {
+		n = 250
+	}
 	if v := os.Getenv("CDCJOIN_TSNAP_EVENTS"); v != "" { // measurements: a longer history
 		var err error
 		if n, err = strconv.Atoi(v); err != nil {
