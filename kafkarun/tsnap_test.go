@@ -63,7 +63,9 @@ func TestTimeSnapshots(t *testing.T) {
 	}{{"short", short}, {"8x", long}, {"8x, snapshots off", off}} {
 		t.Logf("  %-18s %7d / %6d   %4d / %8d   %7d   %.3fs (%d %s)", r.name, r.r.written, r.r.retained, r.r.snapRecords, r.r.snapBytes, r.r.stateBytes, r.r.rebuildSeconds, r.r.rebuilt, r.r.rebuildMode)
 	}
-	if long.written < 6*short.written {
+	// 8× the events; the keyed records also count watermark records (a
+	// few per keying transaction, whatever its size).
+	if long.written < 4*short.written {
 		t.Fatalf("seed %d: the long history wrote %d keyed records, the short one %d: not much longer", seed, long.written, short.written)
 	}
 	// About the same, while the history is 8× longer: within 2× of the
