@@ -370,7 +370,7 @@ type cdcjoinPeer struct {
 	o     Options
 	files []string
 	// query, if set, is the SQL of a multi-table job over ChainTables
-	// (chainJob) instead of the two-table join.
+	// (ChainJob) instead of the two-table join.
 	query string
 }
 
@@ -431,7 +431,7 @@ func (c *cdcjoinPeer) replay(ctx context.Context, stateDir string, after func(*e
 	}
 	var cfg *config.Config
 	if c.query != "" {
-		cfg, err = chainJob(c.o, c.query, stateDir, false)
+		cfg, err = ChainJob(c.o, c.query, stateDir, false)
 	} else {
 		cfg, err = jobConfig(c.o, stateDir, "")
 	}

@@ -74,8 +74,11 @@ func ChainHistory(o Options) (*cdcgen.MultiHistory, error) {
 	return cdcgen.GenerateMulti(mo)
 }
 
-// chainJob is the job of sql over the chain's tables it names.
-func chainJob(o Options, sql, stateDir string, rowByRow bool) (*config.Config, error) {
+// ChainJob is the job of sql over the chain's tables it names, with the
+// state in stateDir and o's state settings (block cache, batch, sync,
+// memtable and row cache when set); rowByRow turns the bulk snapshot load
+// off.
+func ChainJob(o Options, sql, stateDir string, rowByRow bool) (*config.Config, error) {
 	var b strings.Builder
 	b.WriteString("name: bench\ntables:\n")
 	for _, t := range ChainTables(10) {
@@ -90,6 +93,12 @@ func chainJob(o Options, sql, stateDir string, rowByRow bool) (*config.Config, e
 	bulk := ""
 	if rowByRow {
 		bulk = ", bulk_load_mb: -1"
+	}
+	if o.MemTableMB != 0 {
+		bulk += fmt.Sprintf(", memtable_mb: %d", o.MemTableMB)
+	}
+	if o.RowCacheMB != 0 {
+		bulk += fmt.Sprintf(", row_cache_mb: %d", o.RowCacheMB)
 	}
 	fmt.Fprintf(&b, "state: {dir: %q, cache_mb: %d, batch_events: %d, sync: %t%s}\n", stateDir, o.CacheMB, o.BatchEvents, o.Sync, bulk)
 	return config.Parse([]byte(b.String()), "bench-chain.yaml")
@@ -247,7 +256,7 @@ type planSystem struct {
 
 // prepare selects s's records and computes its expected final join.
 func (s *planSystem) prepare(o Options, h *cdcgen.MultiHistory) error {
-	cfg, err := chainJob(o, s.Query, o.Dir, s.RowByRow)
+	cfg, err := ChainJob(o, s.Query, o.Dir, s.RowByRow)
 	if err != nil {
 		return err
 	}
@@ -396,7 +405,7 @@ func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engi
 		return run, fmt.Errorf("cdcjoin: bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	cfg, err := chainJob(o, s.Query, dir, s.RowByRow)
+	cfg, err := ChainJob(o, s.Query, dir, s.RowByRow)
 	if err != nil {
 		return run, err
 	}
