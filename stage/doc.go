@@ -15,6 +15,9 @@
 //     rows can be emitted at more than one join key (plan.Stage.Tag*).
 //   - Pipeline: a whole plan on one State, stages applied depth first in one
 //     order (replay).
+//   - ReadAhead: the state entries an event will make a Pipeline read,
+//     computed from the event (and its table's indexed row), as hints
+//     for a driver that reads them ahead on another goroutine.
 //
 // State layout (every tuple in row.AppendKey's order-preserving,
 // prefix-free encoding):
