@@ -471,6 +471,33 @@ func groupMembers(t testing.TB, c *kfake.Cluster, group string) int {
 	return len(g.Members)
 }
 
+// holdsTopic reports whether the member of group with clientID is
+// assigned a partition of topic (false when the group cannot be read).
+func holdsTopic(t testing.TB, c *kfake.Cluster, group, clientID, topic string) bool {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	gs, err := kadm.NewClient(cl).DescribeGroups(context.Background(), group)
+	if err != nil {
+		return false
+	}
+	for _, m := range gs[group].Members {
+		a, ok := m.Assigned.AsConsumer()
+		if !ok || m.ClientID != clientID {
+			continue
+		}
+		for _, at := range a.Topics {
+			if at.Topic == topic && len(at.Partitions) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
