@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -173,6 +174,13 @@ type State struct {
 	// a commit is durable before the next one completes, so at most the
 	// newest batch may be lost, and processing goes on during the fsync.
 	Sync bool `yaml:"sync"`
+	// Parallelism is how many goroutines decode input records ahead of
+	// the one that keys and joins them, in `replay` (default: the number
+	// of cores, runtime.NumCPU; at least 1). Records are still applied in
+	// input order on one goroutine, so the output, its versions and the
+	// state are the same whatever the parallelism (ARCHITECTURE.md,
+	// "Parallelism").
+	Parallelism int `yaml:"parallelism"`
 }
 
 // Errors is the bad-record policy.
@@ -378,6 +386,9 @@ func (c *Config) EnsureDefaults() {
 	if c.State.BulkLoadMB == 0 {
 		c.State.BulkLoadMB = 256
 	}
+	if c.State.Parallelism == 0 {
+		c.State.Parallelism = runtime.NumCPU()
+	}
 	if c.Errors.Policy == "" {
 		c.Errors.Policy = PolicyStop
 	}
@@ -490,6 +501,9 @@ func (c *Config) validateCommon(p *Problems) {
 	}
 	if c.State.BatchEvents < 0 {
 		c.add(p, "state.batch_events must be positive", "state", "batch_events")
+	}
+	if c.State.Parallelism < 0 {
+		c.add(p, "state.parallelism must be at least 1 (0 or unset: the number of cores)", "state", "parallelism")
 	}
 	if c.State.BulkLoadMB < -1 {
 		c.add(p, "state.bulk_load_mb must be positive, or -1 to turn bulk loading off", "state", "bulk_load_mb")

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ func TestParseExample(t *testing.T) {
 	if got := strings.Join(c.OutputNames(), ","); got != "user_id,firstname,lastname,domain_id,domain_name" {
 		t.Errorf("output names %s", got)
 	}
-	if c.Join != Inner || c.State.BatchEvents != 1000 || c.Errors.Policy != PolicyStop || c.State.Sync {
+	if c.Join != Inner || c.State.BatchEvents != 1000 || c.Errors.Policy != PolicyStop || c.State.Sync || c.State.Parallelism != runtime.NumCPU() {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 }
@@ -54,7 +55,7 @@ parent: {key: id}
 child:  {topic: dbserver1.public.domains, key: id}
 join: outer
 select: parent.id AS user_id, users.firstname, child.id AS user_id
-state: {batch_events: -5}
+state: {batch_events: -5, parallelism: -1}
 errors: {policy: dlq}
 bogus: 1
 `
@@ -74,6 +75,7 @@ bogus: 1
 		{5, "users.firstname"},
 		{6, "state.dir is required"},
 		{6, "batch_events must be positive"},
+		{6, "state.parallelism must be at least 1"},
 		{7, "dlq needs errors.dlq_topic"},
 		{8, "bogus"},
 	}

@@ -29,6 +29,11 @@
 // fan-out starts with the first streaming record. Salting (spreading a hot
 // parent over several partitions) is the Kafka runtime's: the engine has
 // one state and one goroutine, so there is nothing to spread over.
+//
+// Parallelism: Run decodes on state.parallelism goroutines ahead of the
+// applying one (pipeline.go); keying, joining and committing stay on the
+// caller's goroutine, in input order, so the output, versions and state do
+// not depend on the parallelism.
 package engine
 
 import (
@@ -145,6 +150,12 @@ type Engine struct {
 	// given to every decoder made later.
 	keyTypes      []byte
 	keyTypesDirty bool
+	// sharedKeyTypes is keyTypes for the decoding goroutines (Run with
+	// state.parallelism > 1: aheadDecoder), published by the applying one.
+	sharedKeyTypes atomic.Pointer[[]byte]
+	// naiveDecode makes decoding goroutines keep what they learn and never
+	// leave a record to the applying one (tests: the negative control).
+	naiveDecode bool
 
 	// syncEach makes every commit durable, behind it (sync.go); syncDone
 	// is the fsync in flight, if any.
@@ -240,6 +251,7 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		store.Close()
 		return nil, cerr.Wrap(err, "state in %s", cfg.State.Dir)
 	}
+	e.publishKeyTypes()
 	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 && e.pipe == nil {
 		if err := e.startBulk(); err != nil {
 			store.Close()
@@ -371,6 +383,9 @@ type Decoded struct {
 	Err      error // a bad-record error naming the record's position
 	ev       debezium.Event
 	keyTypes []byte // the decoder's KeyTypes when this record taught it one
+	// raw: not decoded yet (Record holds its bytes); Apply decodes it with
+	// the engine's own decoder, in input order (see aheadDecoder).
+	raw bool
 	// A plan's record: the FROM items its topic feeds, an event each.
 	items []int
 	evs   []debezium.Event
@@ -423,6 +438,11 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
+	if d.raw {
+		rec := d.Record // Decode overwrites d.Record
+		d.raw = false
+		Decode(e.dec, &rec, d)
+	}
 	r := &d.Record
 	e.stats.Records++
 	if next, ok := e.resume[topicPart{r.Topic, r.Partition}]; ok && r.Offset < next {
@@ -461,6 +481,7 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	if d.keyTypes != nil {
 		e.keyTypes, e.keyTypesDirty = d.keyTypes, true
+		e.publishKeyTypes()
 	}
 	if d.Err != nil {
 		if bad, ok := driver.BadDecode(d.Err); ok {
@@ -507,6 +528,15 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 	}
 	e.pacer.Earn(time.Since(start))
 	return e.pacer.Work(e.fair, e.txn, e.fair.Chunk, 0, out)
+}
+
+// publishKeyTypes makes keyTypes what decoding goroutines start their
+// batches from (aheadDecoder).
+func (e *Engine) publishKeyTypes() {
+	if len(e.keyTypes) > 0 {
+		kt := e.keyTypes
+		e.sharedKeyTypes.Store(&kt)
+	}
 }
 
 // output returns the operator's Out for the batch in progress: into the

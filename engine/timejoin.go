@@ -337,11 +337,12 @@ func (e *TimeEngine) Close() error {
 // Engine.Run). It does not commit the final partial batch: call Commit
 // (after EndOfInput, for a bounded backfill).
 func (e *TimeEngine) Run(ctx context.Context, src func(yield func(*Record) error) error) error {
-	var dec *job.TimeDecoder
 	return pipeline(ctx, src, stages[TimeDecoded, struct{}]{
-		start:  func() { dec = e.NewTimeDecoder() },
-		decode: func(r *Record, d *TimeDecoded) { DecodeTime(dec, r, d) },
-		apply:  e.Apply,
+		worker: func() worker[TimeDecoded, struct{}] {
+			dec := e.NewTimeDecoder()
+			return worker[TimeDecoded, struct{}]{decode: func(r *Record, d *TimeDecoded) { DecodeTime(dec, r, d) }}
+		},
+		apply: e.Apply,
 	})
 }
 
