@@ -13,6 +13,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/row"
 )
@@ -186,18 +187,8 @@ func checkGolden(t *testing.T, path, got string) {
 		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
 	}
 	if string(want) != got {
-		wl, gl := strings.Split(string(want), "\n"), strings.Split(got, "\n")
-		for i := 0; i < len(wl) || i < len(gl); i++ {
-			var w, g string
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if w != g {
-				t.Fatalf("%s differs at line %d:\n got: %s\nwant: %s\n(go test -run %s -update rewrites it)", path, i+1, g, w, t.Name())
-			}
+		if n, w, g, ok := testkit.FirstLineDiff(string(want), got); ok {
+			t.Fatalf("%s differs at line %d:\n got: %s\nwant: %s\n(go test -run %s -update rewrites it)", path, n, g, w, t.Name())
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
 	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
@@ -231,65 +231,8 @@ func TestParallelismDeterministic(t *testing.T) {
 
 // firstDiff shows the first line where a and b differ.
 func firstDiff(a, b []byte) string {
-	la, lb := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
-	for i := 0; i < len(la) || i < len(lb); i++ {
-		var x, y string
-		if i < len(la) {
-			x = la[i]
-		}
-		if i < len(lb) {
-			y = lb[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y)
-		}
+	if n, x, y, ok := testkit.FirstLineDiff(string(a), string(b)); ok {
+		return fmt.Sprintf("line %d:\n- %s\n+ %s", n, x, y)
 	}
 	return "(equal lines, different bytes)"
-}
-
-// TestParallelismNegativeControl shows that the comparison of
-// TestParallelismDeterministic can fail, and on what: decoders that learn
-// key classes each on their own (a plain parallel decoder) reject other
-// records than one decoder in input order does. Batch 0 holds parents with
-// numeric keys, every later batch starts with a parent whose key is a
-// string: in order, the string keys are the bad records; a decoding
-// goroutine whose first batch is a later one learns the string class
-// instead and rejects the numeric keys after it. Which goroutine takes
-// which batch is the scheduler's choice, so the naive run is tried up to 5
-// times; the engine's own parallel decoding must match in order every time.
-func TestParallelismNegativeControl(t *testing.T) {
-	const batches, size = 24, 256 // size: engine's hand-off (pipelineBatchSize)
-	var recs []engine.Record
-	var off0, off99 int64
-	for b := 0; b < batches; b++ {
-		for i := 0; i < size; i++ {
-			if b > 0 && i == 0 {
-				recs = append(recs, engine.Record{Topic: cdcgen.DefaultParentTopic, Partition: 99, Offset: off99,
-					Value: fmt.Appendf(nil, `{"op":"c","after":{"id":"x%d","firstname":"a","lastname":"b"}}`, b)})
-				off99++
-				continue
-			}
-			recs = append(recs, engine.Record{Topic: cdcgen.DefaultParentTopic, Partition: 0, Offset: off0,
-				Value: fmt.Appendf(nil, `{"op":"c","after":{"id":%d,"firstname":"a","lastname":"b"}}`, off0)})
-			off0++
-		}
-	}
-	cfg := *jobConfig(t, "left")
-	cfg.Errors.Policy, cfg.Errors.DLQTopic = config.PolicyDLQ, "oracle.dlq"
-	base := runParallel(t, cfg, 1, recs, false)
-	if base.letterCount != batches-1 {
-		t.Fatalf("in order: %d dead letters, want the %d string keys", base.letterCount, batches-1)
-	}
-	for try := 1; try <= 5; try++ {
-		if got := runParallel(t, cfg, 4, recs, false); !bytes.Equal(got.letters, base.letters) || !bytes.Equal(got.changes, base.changes) {
-			t.Fatalf("parallelism 4 differs from parallelism 1: dead letters:\n%s", firstDiff(base.letters, got.letters))
-		}
-		naive := runParallel(t, cfg, 4, recs, true)
-		if !bytes.Equal(naive.letters, base.letters) {
-			t.Logf("try %d: naive parallel decoding is detected: %d dead letters instead of %d; first difference %s",
-				try, naive.letterCount, base.letterCount, firstDiff(base.letters, naive.letters))
-			return
-		}
-	}
-	t.Fatal("naive parallel decoding gave the same dead letters 5 times: the comparison cannot fail")
 }

@@ -80,3 +80,23 @@ func Strings(t testing.TB, rows Rows) []string {
 	}
 	return out
 }
+
+// FirstLineDiff returns the first line (1-based) at which the texts want
+// and got differ, with that line of each ("" past a text's end); ok is
+// false when every line is equal.
+func FirstLineDiff(want, got string) (line int, w, g string, ok bool) {
+	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		w, g = "", ""
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return i + 1, w, g, true
+		}
+	}
+	return 0, "", "", false
+}
