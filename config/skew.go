@@ -20,7 +20,10 @@ type Skew struct {
 	CoolChildren int `yaml:"cool_children"`
 	// ChunkRows is how many rows a fan-out emits before other keys' inputs
 	// get a turn (default 1024); -1 emits every fan-out at once (no fair
-	// fan-out, the behaviour before hot-key handling).
+	// fan-out, the behaviour before hot-key handling). In `replay` into a
+	// changelog table it is also the fan-out rows each later input record
+	// buys (budgets counted in records, so that a re-created batch cuts the
+	// same chunks).
 	ChunkRows int `yaml:"chunk_rows"`
 	// TopKeys bounds the hot and busy keys exposed in /metrics (default 10).
 	TopKeys int `yaml:"top_keys"`

@@ -46,9 +46,10 @@
 //     fan-out of millions done in chunks; tomorrow a stage's timers that a
 //     watermark made due) in the state; Busy and Runnable say so, and the
 //     driver gives it time with Advance: paced by time against the inputs
-//     (Pacer), or all at once after every message (Drain) where a replayed
-//     batch must emit the same changes in the same order (a
-//     sink.Positioned) or nothing is emitted (a rebuild).
+//     (Pacer), or, where a replayed batch must emit the same changes in the
+//     same order (a sink.Positioned), by budgets counted in inputs (the
+//     engine: rows per input record) or all at once after every message
+//     (Drain: run's router), as where nothing is emitted (a rebuild).
 //   - Parallel instances. The driver runs one operator per partition of
 //     the stage's keyed log — in `run` one per owned keyed partition, each
 //     on its own goroutine with its own state; in one process the same

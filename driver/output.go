@@ -30,8 +30,8 @@ import (
 //     while the sink says it has not reached what landed of it
 //     (Replaying).
 //   - A batch re-created after a crash must emit the same changes in the
-//     same order: the driver's operator does an input's work at once
-//     (Positioned: no chunking by time).
+//     same order: the driver's operator does an input's work at once, or
+//     in steps counted in inputs (Positioned: no chunking by time).
 //
 // Not safe for concurrent use.
 type Output struct {

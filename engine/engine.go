@@ -22,9 +22,12 @@
 // were given), so a rename of a parent with millions of children does not
 // stall every other key. Checkpoint commits such work in
 // progress; Commit finishes it first (in steps of drainRows rows, each a
-// batch of its own). With a sink.Positioned (exact.go) every fan-out is done
-// at once instead (driver.Output): a batch re-created after a crash must emit the same
-// changes in the same order, which steps shared by time would not. A bulk
+// batch of its own). With a sink.Positioned (exact.go: changelog mode) a
+// batch re-created after a crash must emit the same changes in the same
+// order, which steps shared by time would not: there the budgets are
+// counted in input records instead, each record applied (not skipped, not
+// a tombstone, not a bad record) buying chunk_rows rows of the fan-outs in
+// progress, so the same input cuts the same chunks. A bulk
 // snapshot load (bulk.go) emits its rows by a merge, without fan-outs; fair
 // fan-out starts with the first streaming record. Salting (spreading a hot
 // parent over several partitions) is the Kafka runtime's: the engine has
@@ -262,9 +265,6 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 	e.txn = store.Begin()
 	e.kv = &planKV{e: e}
 	e.fair = skew.NewFair(e.join, cfg.Skew.ChunkRows)
-	if e.out.Positioned() {
-		e.fair.Chunk = -1 // see the package doc: fair fan-out and a Positioned sink
-	}
 	if err := e.fair.Load(e.txn); err != nil {
 		e.txn.Abort()
 		store.Close()
@@ -326,13 +326,10 @@ func (e *Engine) load() error {
 
 // SetChunkRows changes skew.chunk_rows from the next record on (-1: every
 // fan-out at once); fan-outs in progress continue in chunks. The bench
-// compares both on one state. With a Positioned sink fan-outs are always
-// done at once, and it does nothing.
-func (e *Engine) SetChunkRows(n int) {
-	if !e.out.Positioned() {
-		e.fair.Chunk = n
-	}
-}
+// compares both on one state. With a Positioned sink, a resumed run must
+// use the chunk_rows of the run it continues (as it must the same
+// batch_events).
+func (e *Engine) SetChunkRows(n int) { e.fair.Chunk = n }
 
 // OutputTypes returns the select list's column types, in select order, as
 // declared by the most recent records with a schema (zero entries where no
@@ -522,9 +519,10 @@ func (e *Engine) apply(ctx context.Context, d *Decoded) error {
 		return nil
 	}
 	if e.out.Positioned() {
-		// Left by a run without the Positioned sink: finished here, at
-		// the same record whenever the batch is re-created.
-		return driver.Drain(e.fair, e.txn, out)
+		// Budgets in input records (see the package doc): the same
+		// chunks whenever the batch is re-created.
+		_, err := e.fair.Advance(e.txn, e.fair.Chunk, out)
+		return err
 	}
 	e.pacer.Earn(time.Since(start))
 	return e.pacer.Work(e.fair, e.txn, e.fair.Chunk, 0, out)

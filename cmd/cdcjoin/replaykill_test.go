@@ -27,8 +27,8 @@ func TestReplayChangelogKills(t *testing.T) { replayChangelogKills(t, "", 0) }
 
 // TestReplayChangelogKillsHotKeys is TestReplayChangelogKills with hot
 // parents (Zipf) and skew.chunk_rows 2: with the Positioned sink the
-// engine fans out at once, so re-created batches emit what the killed run
-// emitted.
+// engine cuts fan-out chunks by input records (2 rows per record), so
+// re-created batches emit what the killed run emitted.
 func TestReplayChangelogKillsHotKeys(t *testing.T) {
 	replayChangelogKills(t, "skew: {chunk_rows: 2}\n", 1.2)
 }
