@@ -224,6 +224,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 	delete(j.rd.awaiting, p)
 	j.setOwned()
 	j.mu.Unlock()
+	w.startSnapshots() // before run: the dispatcher's commit reads w.snap
 	go w.run()
 	return w, nil
 }
@@ -363,6 +364,9 @@ func (j *joinStage) commit(ctx context.Context, parts []int32) {
 	for p, o := range offs {
 		if _, owned := j.committed[p]; owned {
 			j.committed[p] = o.Offset
+			if w := j.workers[p]; w != nil {
+				w.snap.requestTrim() // a time join's trim may go further now
+			}
 		}
 	}
 	j.mu.Unlock()

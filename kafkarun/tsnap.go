@@ -47,7 +47,8 @@ import (
 //
 // Once a snapshot is complete the goroutine trims: the keyed partition's
 // records below min(snapshot position, the group's offset committed by
-// this instance) are deleted (DeleteRecords), and so are the snapshot
+// this instance) are deleted (DeleteRecords) — again whenever that
+// committed offset moves (joinStage.commit asks) — and so are the snapshot
 // partition's records below the new snapshot's first chunk (older
 // snapshots, stray chunks). So both topics stay bounded by the state, not
 // the history: the keyed partition keeps about snapshot_records plus what
@@ -208,8 +209,8 @@ func captureState(t *joinstate.Txn, topic string, p int32, legacyEpoch uint64, k
 
 // snapshotter is a worker's snapshot goroutine (see the top of this
 // file): it writes the images the worker hands it, one at a time, and
-// trims. Owned by the worker: started by start, stopped and waited for by
-// stop.
+// trims. Owned by the worker: started with it (joinStage.startWorker),
+// stopped and waited for by stop when its run ends.
 type snapshotter struct {
 	w      *worker
 	in     chan *snapImage // cap 1: the worker never waits for it
@@ -217,10 +218,15 @@ type snapshotter struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	trim chan struct{} // cap 1: joinStage.commit moved the committed offset
+
 	// Of the worker's goroutine: records applied since the last image
 	// handed over, and when that was.
 	since int64
 	last  time.Time
+	// Of the snapshot goroutine: the position of the newest complete
+	// snapshot it wrote (0: none yet), and how far it trimmed.
+	newest, trimmed int64
 }
 
 func (w *worker) startSnapshots() {
@@ -229,7 +235,7 @@ func (w *worker) startSnapshots() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &snapshotter{w: w, in: make(chan *snapImage, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}), last: time.Now()}
+	s := &snapshotter{w: w, in: make(chan *snapImage, 1), trim: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}), last: time.Now()}
 	w.snap = s
 	go s.run()
 }
@@ -274,12 +280,28 @@ func (s *snapshotter) committed(applied int) {
 
 func (s *snapshotter) run() {
 	defer close(s.done)
-	for img := range s.in {
-		if s.ctx.Err() != nil {
-			continue
-		}
-		if err := s.write(img); err != nil {
-			s.failed("write", err)
+	for {
+		select {
+		case img, ok := <-s.in:
+			if !ok {
+				return
+			}
+			if s.ctx.Err() != nil {
+				continue
+			}
+			if err := s.write(img); err != nil {
+				s.failed("write", err)
+			}
+		case <-s.trim:
+			if s.ctx.Err() != nil || s.newest <= 0 {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, adminTimeout)
+			err := s.trimKeyed(ctx)
+			cancel()
+			if err != nil {
+				s.failed("trim", err)
+			}
 		}
 	}
 }
@@ -324,18 +346,43 @@ func (s *snapshotter) write(img *snapImage) error {
 		j.tm.SnapshotOffset.WithLabelValues(part).Set(float64(img.pos))
 	}
 	j.log.Debug("time-join snapshot written", "first_chunk", end.firstChunk, "partition", p, "position", img.pos, "entries", img.entries, "bytes", img.bytes, "chunks", len(img.chunks))
-	// Trim: never past the newest complete snapshot, never past the
-	// group's committed offset.
+	s.newest = img.pos
+	if err := s.trimKeyed(ctx); err != nil {
+		return err
+	}
+	return deleteBelow(ctx, kadm.NewClient(j.snapCl), topic, p, end.firstChunk)
+}
+
+// trimKeyed deletes the keyed partition's records below the newest
+// complete snapshot this goroutine wrote, never past the group's offset
+// committed by this instance (which lags the snapshots: joinStage.commit
+// asks again, requestTrim, when it moves).
+func (s *snapshotter) trimKeyed(ctx context.Context) error {
+	j, p := s.w.j, s.w.p
 	j.mu.Lock()
 	committed, owned := j.committed[p]
 	j.mu.Unlock()
-	adm := kadm.NewClient(j.snapCl)
-	if to := min(img.pos, committed); owned && to > 0 {
-		if err := deleteBelow(ctx, adm, j.topic, p, to); err != nil {
-			return err
-		}
+	to := min(s.newest, committed)
+	if !owned || to <= s.trimmed {
+		return nil
 	}
-	return deleteBelow(ctx, adm, topic, p, end.firstChunk)
+	if err := deleteBelow(ctx, kadm.NewClient(j.snapCl), j.topic, p, to); err != nil {
+		return err
+	}
+	s.trimmed = to
+	return nil
+}
+
+// requestTrim asks the goroutine to trim the keyed partition again (the
+// group's committed offset moved). Safe on any goroutine; never blocks.
+func (s *snapshotter) requestTrim() {
+	if s == nil {
+		return
+	}
+	select {
+	case s.trim <- struct{}{}:
+	default:
+	}
 }
 
 // deleteBelow deletes topic/p's records below offset to.

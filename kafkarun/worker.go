@@ -164,7 +164,6 @@ func (w *worker) run() {
 		w.fail("worker", err)
 		return
 	}
-	w.startSnapshots()
 	w.beginCatchUp()
 	var recs []*kgo.Record
 	for {
