@@ -218,13 +218,13 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 	if !w.op.Busy() {
 		w.quiet.Store(pos)
 	}
+	w.startSnapshots() // before the worker is published: the stage's commit reads w.snap
 	j.mu.Lock()
 	j.workers[p] = w
 	j.committed[p] = committed
 	delete(j.rd.awaiting, p)
 	j.setOwned()
 	j.mu.Unlock()
-	w.startSnapshots() // before run: the dispatcher's commit reads w.snap
 	go w.run()
 	return w, nil
 }
