@@ -102,17 +102,21 @@ func newJoinStage(d *deps, newSink func(context.Context, SinkFor) (sink.Sink, er
 		kgo.OnPartitionsRevoked(j.revoke),
 		kgo.OnPartitionsLost(j.lose),
 	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
-	}
-	j.cl = cl
 	if d.cfg.IsTimeJoin() && def.n == 0 {
+		// Before the group client: its assignments (assign) use it.
+		var err error
 		if j.snapCl, err = kgo.NewClient(producerOpts(kc, d.base, kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))...); err != nil {
-			cl.Close()
 			return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
 		}
 	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		if j.snapCl != nil {
+			j.snapCl.Close()
+		}
+		return nil, fmt.Errorf("cdcjoin: join: kafka client: %w", err)
+	}
+	j.cl = cl
 	return j, nil
 }
 
