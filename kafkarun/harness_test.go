@@ -455,25 +455,15 @@ func clusterSeed(t testing.TB) int64 {
 // groupMembers returns how many members group has.
 func groupMembers(t testing.TB, c *kfake.Cluster, group string) int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	gs, err := kadm.NewClient(cl).DescribeGroups(context.Background(), group)
-	if err != nil {
-		return 0
-	}
-	g, ok := gs[group]
-	if !ok || g.Err != nil {
+	g, ok := describeGroup(t, c, group)
+	if !ok {
 		return 0
 	}
 	return len(g.Members)
 }
 
-// holdsTopic reports whether the member of group with clientID is
-// assigned a partition of topic (false when the group cannot be read).
-func holdsTopic(t testing.TB, c *kfake.Cluster, group, clientID, topic string) bool {
+// describeGroup describes group on c (false when it cannot be read).
+func describeGroup(t testing.TB, c *kfake.Cluster, group string) (kadm.DescribedGroup, bool) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
@@ -482,9 +472,21 @@ func holdsTopic(t testing.TB, c *kfake.Cluster, group, clientID, topic string) b
 	defer cl.Close()
 	gs, err := kadm.NewClient(cl).DescribeGroups(context.Background(), group)
 	if err != nil {
-		return false
+		return kadm.DescribedGroup{}, false
 	}
-	for _, m := range gs[group].Members {
+	g, ok := gs[group]
+	if !ok || g.Err != nil {
+		return kadm.DescribedGroup{}, false
+	}
+	return g, true
+}
+
+// holdsTopic reports whether the member of group with clientID is
+// assigned a partition of topic (false when the group cannot be read).
+func holdsTopic(t testing.TB, c *kfake.Cluster, group, clientID, topic string) bool {
+	t.Helper()
+	g, _ := describeGroup(t, c, group)
+	for _, m := range g.Members {
 		a, ok := m.Assigned.AsConsumer()
 		if !ok || m.ClientID != clientID {
 			continue
