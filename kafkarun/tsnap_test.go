@@ -250,20 +250,16 @@ func timeSnapRun(t *testing.T, rng *rand.Rand, n int, snapshots, fault bool) sna
 
 // logStarts and keyedEnds sum a topic's log start and end offsets.
 func logStarts(t *testing.T, adm *kadm.Client, topic string) int64 {
-	os, err := adm.ListStartOffsets(context.Background(), topic)
-	if err == nil {
-		err = os.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	os.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
+	return offsetSum(t, topic, adm.ListStartOffsets)
 }
 
 func keyedEnds(t *testing.T, adm *kadm.Client, topic string) int64 {
-	os, err := adm.ListEndOffsets(context.Background(), topic)
+	return offsetSum(t, topic, adm.ListEndOffsets)
+}
+
+// offsetSum sums the offsets list gives for topic's partitions.
+func offsetSum(t *testing.T, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) int64 {
+	os, err := list(context.Background(), topic)
 	if err == nil {
 		err = os.Error()
 	}
