@@ -34,6 +34,7 @@ func kstreams(args []string) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after")
 	var confs multi
 	fs.Var(&confs, "config", "an extra Kafka Streams property `K=V` (repeatable)")
+	checkParts := fs.Bool("check-partitioning", true, "refuse source topics whose first records are not where Kafka's default partitioner puts their keys (false: run anyway, e.g. to show what the peer misses then)")
 	fs.Parse(args)
 	if *users == "" || *domains == "" {
 		return errors.New("kstreams: --users and --domains are required")
@@ -48,6 +49,11 @@ func kstreams(args []string) error {
 	srcEnds, err := adm.ListEndOffsets(ctx, *users, *domains)
 	if err != nil || srcEnds.Error() != nil {
 		return fmt.Errorf("kstreams: source topics: %v %v", err, srcEnds.Error())
+	}
+	if *checkParts {
+		if err := defaultPartitioned(ctx, *brokers, 1000, *users, *domains); err != nil {
+			return fmt.Errorf("kstreams: %w", err)
+		}
 	}
 	var input int64
 	parts := 0
@@ -117,19 +123,70 @@ func kstreams(args []string) error {
 	if err != nil {
 		return err
 	}
-	missing, extra := diffRows(want, got)
-	fmt.Printf("check: expected %d rows, output %d; missing %d, extra or stale %d\n", len(want), len(got), len(missing), len(extra))
-	for i, r := range missing {
-		if i == 3 {
-			break
-		}
-		fmt.Printf("  missing: %s\n", r)
+	printCheck(want, got)
+	return nil
+}
+
+// defaultPartitioned checks the records at offsets below n of every
+// partition of topics (written without transactions, as brokercost load
+// writes them): each must be on the partition Kafka's default partitioner
+// gives its key. Kafka Streams assumes so of a table's source topic (its
+// foreign-key join sends a subscription to the partition murmur2 of the
+// foreign key names and looks the parent up in that partition's store
+// only): on other partitioning it silently misses rows.
+func defaultPartitioned(ctx context.Context, brokers string, n int, topics ...string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
 	}
-	for i, r := range extra {
-		if i == 3 {
-			break
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err != nil || ends.Error() != nil {
+		return fmt.Errorf("source topics: %v %v", err, ends.Error())
+	}
+	type tp struct {
+		t string
+		p int32
+	}
+	parts := map[string]int32{}
+	left := map[tp]int64{} // partition → the offset reading stops at
+	ends.Each(func(o kadm.ListedOffset) {
+		parts[o.Topic]++
+		if o.Offset > 0 {
+			left[tp{o.Topic, o.Partition}] = min(o.Offset, int64(n))
 		}
-		fmt.Printf("  extra:   %s\n", r)
+	})
+	kafkaPartition := kafkaPartitioner()
+	for len(left) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if pctx.Err() != nil && fs.Empty() {
+			return fmt.Errorf("checking the partitioning: nothing read for 30 s, %d partitions left", len(left))
+		}
+		if err := fs.Err(); err != nil {
+			return fmt.Errorf("checking the partitioning: %w", err)
+		}
+		var bad error
+		fs.EachRecord(func(r *kgo.Record) {
+			k := tp{r.Topic, r.Partition}
+			if _, ok := left[k]; !ok || bad != nil {
+				return
+			}
+			if r.Key != nil {
+				if want := kafkaPartition(r.Key, parts[r.Topic]); want != r.Partition {
+					bad = fmt.Errorf("%s partition %d offset %d: key %s is on partition %d, Kafka's default partitioner puts it on %d: "+
+						"Kafka Streams would miss joins (load with brokercost load --partitioner kafka)", r.Topic, r.Partition, r.Offset, r.Key, r.Partition, want)
+				}
+			}
+			if r.Offset+1 >= left[k] {
+				delete(left, k)
+			}
+		})
+		if bad != nil {
+			return bad
+		}
 	}
 	return nil
 }
@@ -267,6 +324,101 @@ func canonical(b []byte) (string, error) {
 	}
 	out, err := json.Marshal(m)
 	return string(out), err
+}
+
+// printCheck prints how got (final rows) differs from want: the rows
+// missing, and the extra ones, split into stale (an outdated version of an
+// expected row: same domain_id) and rows that should have left the join.
+func printCheck(want, got []string) {
+	missing, extra := diffRows(want, got)
+	stale := staleRows(want, extra, "domain_id")
+	fmt.Printf("check: expected %d rows, output %d; missing %d, extra or stale %d (stale: %d, an expected row of the same domain_id has other values; extra: %d, no expected row has its domain_id)\n",
+		len(want), len(got), len(missing), len(extra), stale, len(extra)-stale)
+	for i, r := range missing {
+		if i == 3 {
+			break
+		}
+		fmt.Printf("  missing: %s\n", r)
+	}
+	for i, r := range extra {
+		if i == 3 {
+			break
+		}
+		fmt.Printf("  extra:   %s\n", r)
+	}
+}
+
+// changesFinal reads a JSON-lines sink's file (sink/jsonl: upserts and
+// retractions with versions) and returns, as canonical JSON, the values of
+// every row key whose highest-versioned change is an upsert.
+func changesFinal(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type latest struct {
+		version int64
+		op      string
+		values  json.RawMessage
+	}
+	rows := map[string]latest{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var c struct {
+			Op        string          `json:"op"`
+			Version   int64           `json:"version"`
+			ParentKey json.RawMessage `json:"parent_key"`
+			ChildKey  json.RawMessage `json:"child_key"`
+			Values    json.RawMessage `json:"values"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		k := string(c.ParentKey) + "|" + string(c.ChildKey)
+		if l, ok := rows[k]; !ok || c.Version > l.version {
+			rows[k] = latest{c.Version, c.Op, c.Values}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range rows {
+		if l.op == "upsert" {
+			c, err := canonical(l.values)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// staleRows counts the rows of extra whose column col (a row key) some
+// row of want has too: an outdated version of an expected row rather than
+// a row that should have left the join.
+func staleRows(want, extra []string, col string) int {
+	keys := map[string]bool{}
+	key := func(r string) string {
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(r), &m) != nil {
+			return ""
+		}
+		return string(m[col])
+	}
+	for _, r := range want {
+		keys[key(r)] = true
+	}
+	n := 0
+	for _, r := range extra {
+		if k := key(r); k != "" && keys[k] {
+			n++
+		}
+	}
+	return n
 }
 
 // diffRows returns the rows of want not in got and of got not in want

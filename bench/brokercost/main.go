@@ -1,14 +1,20 @@
 // Command brokercost measures what `cdcjoin run` costs a real Kafka broker
 // and how fast an instance with intact state is ready again.
 //
-//	brokercost load --brokers B --input history.jsonl --prefix P
+//	brokercost load --brokers B --input history.jsonl --prefix P [--partitioner kafka|file]
 //	brokercost run  --brokers B --cdcjoin bin/cdcjoin --config job.yaml --prefix P \
-//	                --broker-pid PID --log-dir DIR [--restart] [--cpuprofile FILE]
+//	                --broker-pid PID --log-dir DIR [--restart] [--cpuprofile FILE] [--expect final.jsonl]
 //	brokercost kstreams --brokers B --peer-dir bench/peers/kstreams --users P.users --domains P.domains \
 //	                --broker-pid PID [--guarantee exactly_once_v2] [--expect final.jsonl]
 //
 // load writes a replay file (`cdcjoin bench --write-history`) to the
-// topics P.users and P.domains (created with the file's partition count).
+// topics P.users and P.domains (created with the file's partition count),
+// each keyed record on the partition Kafka's default partitioner gives its
+// key (murmur2), as Debezium's producer would put it: the bench's files put
+// their synthetic records (hot parent, renames) on one extra partition,
+// which a consumer that relies on the default partitioning (Kafka Streams'
+// foreign-key join looks the parent up on the partition murmur2 of the
+// foreign key names) would misread; --partitioner file keeps the file's.
 // run starts `cdcjoin run` (its config's topics and group must be those of
 // the load), waits until both consumer groups have committed the end of
 // every partition they read, and prints one line of figures: input
@@ -17,11 +23,17 @@
 // broker's log dir, so compressed as stored) of the source topics and of
 // what cdcjoin wrote (its internal topics). With --restart it then stops
 // cdcjoin (SIGTERM), starts it again on the same state and prints how long
-// /readyz took to answer 200.
+// /readyz took to answer 200. The config's consumer groups must be fresh
+// (no committed offsets: a rerun needs a new kafka.group and state.dir).
+// With --expect it compares the final rows of the output file (the latest
+// version of each row key, not a retraction) with a `cdcjoin replay
+// --final` file of the same input.
 //
-// kstreams runs the Kafka Streams peer's foreign-key join (FkJoinPeer of
-// bench/peers/kstreams, built there with mvn -q package) on the same
-// topics, as a fresh application, waits until it has committed the end of
+// kstreams first checks that the source topics' first records are where
+// Kafka's default partitioner puts their keys (Kafka Streams' assumption;
+// --check-partitioning=false skips it), then runs the Kafka Streams peer's
+// foreign-key join (FkJoinPeer of bench/peers/kstreams, built there with
+// mvn -q package) on the same topics, as a fresh application, waits until it has committed the end of
 // every topic it consumes (the sources and its subscription topics; ends
 // as read_committed consumers see them), prints the same figures (the
 // peer's CPU read from /proc when it caught up), stops it, and with
@@ -79,7 +91,11 @@ func load(args []string) error {
 	brokers := fs.String("brokers", "127.0.0.1:19092", "brokers")
 	input := fs.String("input", "", "replay file")
 	prefix := fs.String("prefix", "", "topic prefix")
+	partitioner := fs.String("partitioner", "kafka", "`kafka`: a keyed record goes to murmur2(key) % partitions, as Kafka's default partitioner (Debezium's producer) puts it; file: to the file's partition")
 	fs.Parse(args)
+	if *partitioner != "kafka" && *partitioner != "file" {
+		return fmt.Errorf("load: --partitioner %q: want kafka or file", *partitioner)
+	}
 	f, err := os.Open(*input)
 	if err != nil {
 		return err
@@ -127,7 +143,8 @@ func load(args []string) error {
 		return err
 	}
 	var first error
-	n := 0
+	n, moved := 0, 0
+	kafkaPartition := kafkaPartitioner()
 	start := time.Now()
 	err = engine.ReadJSONL(f, *input, func(r *engine.Record) error {
 		n++
@@ -135,6 +152,12 @@ func load(args []string) error {
 			Key: append([]byte(nil), r.Key...), Value: append([]byte(nil), r.Value...)}
 		if r.Value == nil {
 			rec.Value = nil
+		}
+		if *partitioner == "kafka" && r.Key != nil {
+			rec.Partition = kafkaPartition(rec.Key, parts[r.Topic])
+			if rec.Partition != r.Partition {
+				moved++
+			}
 		}
 		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil && first == nil {
@@ -152,8 +175,21 @@ func load(args []string) error {
 	if first != nil {
 		return first
 	}
-	fmt.Printf("loaded %d records into %v in %v\n", n, names, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("loaded %d records into %v in %v (partitioner %s: %d records on another partition than the file's)\n",
+		n, names, time.Since(start).Round(time.Millisecond), *partitioner, moved)
 	return nil
+}
+
+// kafkaPartitioner returns a function giving the partition Kafka's default partitioner (the
+// Java client's, which Debezium's Connect producer uses) gives a record
+// with key among n partitions: murmur2(key) & 0x7fffffff % n.
+// One partitioner serves every keyed record (its stickiness is for records
+// without a key); it is not safe for concurrent use.
+func kafkaPartitioner() func(key []byte, n int32) int32 {
+	tp := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	return func(key []byte, n int32) int32 {
+		return int32(tp.Partition(&kgo.Record{Key: key}, int(n)))
+	}
 }
 
 func run(args []string) error {
@@ -167,6 +203,7 @@ func run(args []string) error {
 	output := fs.String("output", "", "the JSON-lines output file of cdcjoin run (removed at the end)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after")
 	cpuProfile := fs.String("cpuprofile", "", "pass --cpuprofile `file` to the measured cdcjoin run (not to the restart)")
+	expect := fs.String("expect", "", "a `cdcjoin replay --final` file of the same input: compare the final rows of the output (the latest version of every row key) with it")
 	fs.Parse(args)
 	b, err := os.ReadFile(*cfgPath)
 	if err != nil {
@@ -190,6 +227,15 @@ func run(args []string) error {
 	var input int64
 	srcEnds.Each(func(o kadm.ListedOffset) { input += o.Offset })
 
+	for _, g := range []string{cfg.Kafka.KeyingGroup(), cfg.Kafka.JoinGroup()} {
+		com, err := adm.FetchOffsets(ctx, g)
+		if err != nil {
+			return err
+		}
+		if len(com.Offsets()) > 0 {
+			return fmt.Errorf("run: consumer group %s has committed offsets already: give the measured run a fresh kafka.group (and state.dir)", g)
+		}
+	}
 	bCPU0 := procCPU(*brokerPid)
 	start := time.Now()
 	runArgs := []string{"run", "--config", *cfgPath, "--output", *output, "--log-level", "warn"}
@@ -239,6 +285,17 @@ func run(args []string) error {
 			}
 		})
 		fmt.Printf("  %s: records=%d bytes=%d\n", t, n, dirBytes(*logDir, t))
+	}
+	if *expect != "" {
+		got, err := changesFinal(*output)
+		if err != nil {
+			return err
+		}
+		want, err := expectedRows(*expect)
+		if err != nil {
+			return err
+		}
+		printCheck(want, got)
 	}
 	if !*restart {
 		return nil
