@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
@@ -36,6 +37,13 @@ type Executor interface {
 // same versions. Keys are the caller's and must be prefix-free among
 // themselves (no key is a prefix of another).
 //
+// Order: busy keys take turns in key order, from a cursor (the key whose
+// turn is next) kept in the state with the tasks ('r' → key), so that a
+// Scheduler loaded from a committed state steps exactly as the one that
+// committed it would have from there: the same input gives the same steps
+// with or without a restart in between (a re-created batch of a
+// sink.Positioned must emit the same changes in the same order).
+//
 // The in-memory view (which keys are busy) follows the state the Scheduler
 // is used on: after a Txn is aborted, make a new Scheduler and Load it.
 // Not safe for concurrent use.
@@ -44,14 +52,20 @@ type Scheduler struct {
 	// Queued counts ops that waited behind a task.
 	Started, Queued uint64
 
-	exec    Executor
-	busy    map[string]*queue
-	ring    []string        // busy keys, in round-robin order
-	next    int             // ring position of the next Step
-	blocked map[string]bool // busy keys whose task waits (see Executor)
-	op      Op
-	enc     []byte
-	key     []byte
+	exec Executor
+	busy map[string]*queue
+	ring []string // busy keys, sorted (round-robin order)
+	next int      // ring position of the next turn
+	// cursor is the key whose turn is next as written to the state
+	// (hasCursor: one is).
+	cursor    string
+	hasCursor bool
+	// ignoreCursor (tests): Load starts at the first busy key.
+	ignoreCursor bool
+	blocked      map[string]bool // busy keys whose task waits (see Executor)
+	op           Op
+	enc          []byte
+	key          []byte
 }
 
 // queue is a busy key's waiting ops: sequence numbers head..tail-1.
@@ -63,14 +77,15 @@ func NewScheduler(exec Executor) *Scheduler {
 }
 
 const (
-	auxTask  = 't'
-	auxQueue = 'q'
+	auxTask   = 't'
+	auxQueue  = 'q'
+	auxCursor = 'r'
 )
 
 // Load reads the tasks and waiting ops committed in t (after a restart).
 func (s *Scheduler) Load(t keyed.State) error {
-	s.busy, s.ring, s.next, s.blocked = map[string]*queue{}, nil, 0, map[string]bool{}
-	return t.AuxScan([]byte{auxTask}, nil, func(k, _ []byte) error {
+	s.busy, s.ring, s.next, s.blocked, s.cursor, s.hasCursor = map[string]*queue{}, nil, 0, map[string]bool{}, "", false
+	err := t.AuxScan([]byte{auxTask}, nil, func(k, _ []byte) error {
 		key := string(k[1:])
 		q := &queue{}
 		first := true
@@ -90,9 +105,22 @@ func (s *Scheduler) Load(t keyed.State) error {
 			return err
 		}
 		s.busy[key] = q
-		s.ring = append(s.ring, key)
+		s.ring = append(s.ring, key) // AuxScan: in key order
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	c, ok, err := t.Aux([]byte{auxCursor})
+	if err != nil || !ok || s.ignoreCursor {
+		return err
+	}
+	s.cursor, s.hasCursor = string(c), true
+	s.next, _ = slices.BinarySearch(s.ring, s.cursor) // the first key at or after it
+	if s.next >= len(s.ring) {
+		s.next = 0
+	}
+	return nil
 }
 
 // Busy returns the number of keys with a task in progress (blocked ones
@@ -143,8 +171,32 @@ func (s *Scheduler) startTask(t keyed.State, key, task []byte) error {
 	s.Started++
 	k := string(key)
 	s.busy[k] = &queue{}
-	s.ring = append(s.ring, k)
-	return nil
+	i, _ := slices.BinarySearch(s.ring, k)
+	if len(s.ring) > 0 && i <= s.next {
+		s.next++ // the turn stays with the cursor's key
+	}
+	s.ring = slices.Insert(s.ring, i, k)
+	return s.saveCursor(t)
+}
+
+// saveCursor writes the key whose turn is next to the state when it
+// changed (none: no key is busy).
+func (s *Scheduler) saveCursor(t keyed.State) error {
+	if s.next >= len(s.ring) {
+		s.next = 0
+	}
+	if len(s.ring) == 0 {
+		if !s.hasCursor {
+			return nil
+		}
+		s.hasCursor, s.cursor = false, ""
+		return t.DeleteAux([]byte{auxCursor})
+	}
+	if s.hasCursor && s.cursor == s.ring[s.next] {
+		return nil
+	}
+	s.hasCursor, s.cursor = true, s.ring[s.next]
+	return t.PutAux([]byte{auxCursor}, []byte(s.cursor))
 }
 
 // Step advances the tasks in progress, round robin, until budget is spent
@@ -185,7 +237,7 @@ func (s *Scheduler) Step(t keyed.State, budget int, out keyedlog.Out) (int, erro
 			idle = 0
 		}
 	}
-	return spent, nil
+	return spent, s.saveCursor(t)
 }
 
 // Drain runs every task and waiting op to the end, but for blocked tasks
