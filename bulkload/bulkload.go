@@ -351,6 +351,8 @@ func (r *KeyedRebuild) Add(offset int64, key, value []byte) error {
 	switch r.m.Kind {
 	case keyedlog.KindEpoch:
 		r.Clock.Raise(offset, r.m.Epoch)
+	case keyedlog.KindStep:
+		// Budget for fan-outs in progress: a rebuild does none.
 	case keyedlog.KindInput:
 		if err := r.L.Apply(&r.m.In, r.Clock.At(offset)); err != nil {
 			return err

@@ -17,7 +17,8 @@ import (
 //
 // Time-shared steps are not a function of the input: a driver whose sink
 // must see a replayed batch's changes in the same order (a sink.Positioned)
-// drains instead (Drain after every message).
+// steps by input instead (a budget per message read; Advance) or drains
+// (Drain after every message).
 type Pacer struct {
 	// Now is the clock (time.Now in production).
 	Now func() time.Time

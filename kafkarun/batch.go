@@ -129,7 +129,14 @@ apply:
 		if w.steps(b.next) {
 			// Steps of the work in progress: as long as the inputs just
 			// applied took, or idleQuantum when there were none.
-			b.writing = true // (never Positioned: see unchunked)
+			if !b.writing {
+				b.writing = true
+				// (Never Positioned but in the negative control of
+				// stepping by input: see unchunked, byInput.)
+				if err := w.out.Begin(b.start); err != nil {
+					return nil, err
+				}
+			}
 			quantum := idleQuantum
 			if inputs > 0 {
 				w.pacer.Earn(time.Since(round))
@@ -192,10 +199,13 @@ apply:
 
 // apply applies one record of the partition (a keyed record, or one of the
 // router's) to the batch, emitting its changes unless the record lies
-// below the emit-from position. Below it, and with an unchunked router,
-// the work in progress the record can advance is drained with it (before:
-// an earlier run's; after: what the record unblocked), so that such a
-// batch leaves only work waiting for other partitions.
+// below the emit-from position. Below it (in upsert mode), and with an
+// unchunked router, the work in progress the record can advance is drained
+// with it (before: an earlier run's; after: what the record unblocked), so
+// that such a batch leaves only work waiting for other partitions. A
+// router stepped by input advances its work after every record instead,
+// by Operator.ByInput rows (a step marker: its rows), also below the
+// emit-from position (Quiet, below forwardFrom, drains).
 func (b *batch) apply(r *kgo.Record) error {
 	w := b.w
 	if r.Attrs.IsControl() {
@@ -209,7 +219,7 @@ func (b *batch) apply(r *kgo.Record) error {
 		b.rebuilt++
 	}
 	out := w.opOut(emit, r.Offset)
-	drain := silent || w.unchunked
+	drain := silent && !w.byInput || w.unchunked
 	if drain {
 		if err := driver.Drain(w.op, b.t, out); err != nil {
 			return err
@@ -217,6 +227,15 @@ func (b *batch) apply(r *kgo.Record) error {
 	}
 	if err := b.route(r, out); err != nil {
 		return err
+	}
+	if w.byInput {
+		budget := w.op.ByInput
+		if w.msg.Kind == keyedlog.KindStep {
+			budget, w.stepOut = w.msg.Rows, false
+		}
+		if _, err := w.op.Advance(b.t, budget, out); err != nil {
+			return err
+		}
 	}
 	if drain {
 		if err := driver.Drain(w.op, b.t, out); err != nil {
@@ -243,9 +262,12 @@ func (b *batch) route(r *kgo.Record, out keyedlog.Out) error {
 	if err := keyedlog.Decode(w.j.spec, r.Key, r.Value, h, m); err != nil {
 		return fmt.Errorf("keyed record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
-	if m.Kind == keyedlog.KindEpoch {
+	switch m.Kind {
+	case keyedlog.KindEpoch:
 		b.clock.Raise(r.Offset, m.Epoch)
 		return nil
+	case keyedlog.KindStep:
+		return nil // budget for the work in progress (apply)
 	}
 	m.Pos, m.Version = r.Offset, b.clock.At(r.Offset)
 	return w.op.Step(b.t, m, out)

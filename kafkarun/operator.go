@@ -12,9 +12,10 @@ import (
 // The join stage's operator (the wiring of the operator contract, package
 // driver): every worker runs its partition's log through an Operator made
 // by Options.Operator, by default the regular join's skew.Router (newRouter),
-// which does fan-outs in chunks between other keys' records (paced: about
-// half of the worker's time while both have work) and salts hot keys across
-// keyed partitions. What an operator sends (Out.Send: the router's
+// which does fan-outs in chunks between other keys' records (upsert mode:
+// paced by time, about half of the worker's time while both have work;
+// changelog mode: skew.chunk_rows rows per record read, see worker) and
+// salts hot keys across keyed partitions. What an operator sends (Out.Send: the router's
 // forwards to replicas, layout proposals, release confirmations) goes
 // through the worker's forwarder in one Kafka transaction per batch,
 // committed after the sink flush and before the state commit. How steps
@@ -35,10 +36,18 @@ const idleQuantum = 20 * time.Millisecond
 // contract, each optional (nil: not offered).
 type Operator struct {
 	driver.Operator
+	// ByInput, if > 0, lets a worker with a sink.Positioned (a replayed
+	// batch must write the same changes in the same order) step the work
+	// in progress by input: after every message of the partition it
+	// advances the work by ByInput units (after a step marker, by the
+	// marker's rows), never by time, so the same records cut the same
+	// chunks. The operator's steps must then be a function of its
+	// committed state and the messages (skew.Scheduler keeps its turns in
+	// the state). 0: the worker calls Unchunk with such a sink.
+	ByInput int
 	// Unchunk, if set, makes the operator do all of an input's work within
-	// its Step (a sink.Positioned: a replayed batch must write the same
-	// changes in the same order). Without it the worker drains the
-	// operator's runnable work after every message instead.
+	// its Step (a sink.Positioned, without ByInput). Without it the worker
+	// drains the operator's runnable work after every message instead.
 	Unchunk func()
 	// BulkRebuild, if set, says the operator's state can be rebuilt in bulk
 	// from the keyed log's row records (bulkload.KeyedRebuild: the regular
@@ -121,13 +130,22 @@ func (w *worker) newRouter(of OperatorFor) (Operator, error) {
 		}
 	}
 	var last skew.RouterStats // as of the last commit (metrics deltas)
+	var lastChunked uint64
 	committed := func() {
 		st := r.Stats
 		j.sm.Forwarded.Add(float64(st.Forwards + st.Proposals - last.Forwards - last.Proposals))
 		j.sm.Duplicates.Add(float64(st.Duplicate - last.Duplicate))
 		last = st
+		if c := r.Chunked(); c > lastChunked {
+			pacing := "time"
+			if w.byInput {
+				pacing = "input"
+			}
+			j.sm.Chunked.WithLabelValues(pacing).Add(float64(c - lastChunked))
+			lastChunked = c
+		}
 		keys, waiting := r.Backlog()
 		w.hot.Store(&hotSnapshot{keys: r.HotKeys(), busy: keys, waiting: waiting})
 	}
-	return Operator{Operator: r, Unchunk: func() { r.SetChunk(-1) }, BulkRebuild: r.MarkInexact, Committed: committed}, nil
+	return Operator{Operator: r, ByInput: max(sk.ChunkRows, 0), Unchunk: func() { r.SetChunk(-1) }, BulkRebuild: r.MarkInexact, Committed: committed}, nil
 }

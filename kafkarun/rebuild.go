@@ -30,6 +30,9 @@ import (
 // crashed mid-rebuild leaves an empty state, and the next owner rebuilds
 // again.
 //
+// A router stepped by input (changelog mode) is rebuilt in bulk only up to
+// the group's committed offset (rebuildTo), row by row from there.
+//
 // Hot keys: the bulk path rebuilds the plain keyed records only. At the
 // first of the skew.Router's records (a forward to a replica, a layout
 // change, an ack) it ingests what it has, with the position of that
@@ -54,7 +57,7 @@ type rebuild struct {
 // startRebuild puts a new worker into bulk rebuild mode when its state is
 // empty and there is committed input to rebuild.
 func (w *worker) startRebuild(dir string, hasState bool) error {
-	if hasState || w.out.EmitFrom() <= 0 || w.j.cfg.State.BulkLoadMB <= 0 || w.op.BulkRebuild == nil {
+	if hasState || w.rebuildTo() <= 0 || w.j.cfg.State.BulkLoadMB <= 0 || w.op.BulkRebuild == nil {
 		return nil
 	}
 	spill := filepath.Join(dir, "bulk-load")
@@ -97,7 +100,7 @@ func (w *worker) idle() <-chan time.Time {
 func (w *worker) rebuildRecords(recs []*kgo.Record) ([]*kgo.Record, error) {
 	rb := w.rb
 	for i, r := range recs {
-		if !w.out.Silent(r.Offset) {
+		if r.Offset >= w.rebuildTo() {
 			return recs[i:], w.finishRebuild()
 		}
 		if !r.Attrs.IsControl() && keyedlog.IsRouter(r.Key) {
@@ -112,10 +115,22 @@ func (w *worker) rebuildRecords(recs []*kgo.Record) ([]*kgo.Record, error) {
 			return nil, fmt.Errorf("%s/%d: %w", r.Topic, r.Partition, err)
 		}
 	}
-	if !w.out.Silent(rb.Last + 1) {
+	if rb.Last+1 >= w.rebuildTo() {
 		return nil, w.finishRebuild()
 	}
 	return nil, nil
+}
+
+// rebuildTo is where a bulk rebuild ends: the emit-from position, or, for
+// a router stepped by input, the group's committed offset (forwardFrom, a
+// position without work in progress): above it the work a record leaves
+// in progress must be what the run that wrote the sink's batches left,
+// which only the router rebuilds, row by row.
+func (w *worker) rebuildTo() int64 {
+	if w.byInput {
+		return min(w.forwardFrom, w.out.EmitFrom())
+	}
+	return w.out.EmitFrom()
 }
 
 // finishRebuild writes the rebuilt state with its position and clock in

@@ -105,6 +105,10 @@ type Options struct {
 	// is assigned; default: the regular join's skew.Router. It must be
 	// safe for concurrent use.
 	Operator func(OperatorFor) (Operator, error)
+
+	// paceByTime (tests: PaceByTime) steps work in progress by time even
+	// with a sink.Positioned: the negative control of stepping by input.
+	paceByTime bool
 }
 
 // deps is what the stages of Run are made with (one value instead of a
@@ -123,6 +127,8 @@ type deps struct {
 	newOp func(OperatorFor) (Operator, error)
 	// plan is a multi-stage plan's part (nil: the regular join).
 	plan *planRun
+	// paceByTime: Options.paceByTime.
+	paceByTime bool
 }
 
 // Run runs the job until ctx is done, then drains: the batch in progress
@@ -215,7 +221,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		return err
 	}
-	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, tm: tm, newOp: opts.Operator, plan: pr}
+	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, tm: tm, newOp: opts.Operator, plan: pr, paceByTime: opts.paceByTime}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -2,7 +2,11 @@ package kafkarun
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,23 +46,44 @@ import (
 // The operator (operator.go): records go through the partition's Operator
 // (Options.Operator; by default the regular join's skew.Router, which the
 // rest of this comment describes). A fan-out too large for skew.chunk_rows
-// becomes work in progress, stepped inside batches between later records
-// (paced: about as much time as the records took; idleQuantum at a time
-// when no input waits), so a driven batch fills with steps while it waits
-// for input, and a worker with work in progress and no input runs batches
-// of steps alone (the position does not move). The router's records go in
-// one Kafka transaction per batch, committed after the sink's flush (End)
-// and before the state commit. Records below emitFrom are applied without
-// writing and their work is drained with them (nothing of it is written:
-// the sink has it); the router sends nothing for records below forwardFrom
-// (the group's committed offset: an earlier owner applied them, sent their
-// records and committed), but does for records between forwardFrom and a
-// Positioned sink's delivered position (a crash between End and the
-// forwarding transaction's commit; replicas drop the duplicates). With a
-// Positioned sink the router does all the work of an input at once
-// (skew.chunk_rows does not apply): a replayed batch must write the same
-// changes in the same order, which time-paced steps would not. Salting
-// still spreads hot keys over partitions there.
+// becomes work in progress, stepped between later records, in one of two
+// ways:
+//
+//   - Upsert mode (a sink that is not Positioned): paced by time, inside
+//     batches (about as much time as the records took; idleQuantum at a
+//     time when no input waits), so a driven batch fills with steps while
+//     it waits for input, and a worker with work in progress and no input
+//     runs batches of steps alone (the position does not move).
+//   - Changelog mode (a sink.Positioned, Operator.ByInput > 0): by input.
+//     After every record read (applied, or applied without writing above
+//     forwardFrom) the work advances by skew.chunk_rows rows, so the chunks
+//     are a function of the log and of the committed state (the router's
+//     turns are kept in it): a batch re-created after a crash cuts the same
+//     chunks, and writes the same changes in the same order, as the delivery
+//     markers require. A worker with runnable work and no input writes a
+//     step marker (keyedlog.KindStep, stepRows rows) to its own partition
+//     in a Kafka transaction of its own, one at a time: reading it back
+//     is the input that steps the work on, at a position of the log, so a
+//     fan-out finishes without new input and a replay finds the same
+//     markers. Positions with work in progress are not quiet (not
+//     committed to Kafka); a stop does not finish the work (finishWork: it
+//     would step by time), and a bulk rebuild stops at forwardFrom (the
+//     records between forwardFrom and the sink's delivered position are
+//     re-read row by row, to leave the same work in progress there).
+//
+// The router's records go in one Kafka transaction per batch, committed
+// after the sink's flush (End) and before the state commit. Records below
+// forwardFrom (Out.Quiet) are applied with their work drained (nothing of
+// it is written: the sink has it; the committed offset is a position
+// without work in progress, so the state there is the same either way);
+// in upsert mode so are those below emitFrom. The router sends nothing
+// for records below forwardFrom (the group's committed offset: an earlier
+// owner applied them, sent their records and committed), but does for
+// records between forwardFrom and a Positioned sink's delivered position
+// (a crash between End and the forwarding transaction's commit; replicas
+// drop the duplicates). An operator without ByInput does all the work of
+// an input at once with a Positioned sink (Unchunk, or drained). Salting
+// spreads hot keys over partitions in both modes.
 type worker struct {
 	j     *joinStage
 	p     int32
@@ -82,7 +107,11 @@ type worker struct {
 	op        Operator   // the partition's operator (operator.go; by default the regular join's skew.Router)
 	fwd       *forwarder // what the operator sends (Out.Send)
 	pacer     driver.Pacer
-	unchunked bool // the operator does an input's work at once (a Positioned sink)
+	unchunked bool // the operator does an input's work at once (a Positioned sink without Operator.ByInput)
+	byInput   bool // the work in progress is stepped by input (a Positioned sink with Operator.ByInput)
+	stepOut   bool // a step marker was written and not read back yet (byInput)
+	stepSeq   uint64
+	stepNonce string // unique per worker: step marker keys
 	msg       keyedlog.Msg
 
 	pos atomic.Int64 // durable next offset (state committed, sink flushed); -1: none yet
@@ -167,6 +196,18 @@ func (w *worker) run() {
 	w.beginCatchUp()
 	var recs []*kgo.Record
 	for {
+		if len(recs) == 0 && w.wantsStep() {
+			// Work to step by input and none waiting: a step marker.
+			select {
+			case recs = <-w.in:
+				w.countCatchUp(recs)
+			default:
+				if err := w.sendStep(); err != nil {
+					w.fail("worker", err)
+					return
+				}
+			}
+		}
 		if len(recs) == 0 {
 			w.status.set(phaseInput)
 			if w.stepping() {
@@ -279,9 +320,16 @@ func (w *worker) start() error {
 	if !w.out.Positioned() {
 		return nil
 	}
-	w.unchunked = true
-	if w.op.Unchunk != nil {
-		w.op.Unchunk()
+	switch {
+	case w.j.paceByTime && w.op.ByInput > 0:
+		// Broken on purpose (tests): time-paced steps under the markers.
+	case w.op.ByInput > 0:
+		w.byInput = true
+	default:
+		w.unchunked = true
+		if w.op.Unchunk != nil {
+			w.op.Unchunk()
+		}
 	}
 	d, err := w.out.Delivered(w.ctx)
 	if err != nil {
@@ -300,11 +348,49 @@ func (w *worker) start() error {
 const writeChunk = 1024
 
 // steps reports whether a batch at position next steps the work in
-// progress: with a chunked router, at positions the worker writes, not
-// while rebuilding. (Work at positions below emitFrom, and an unchunked
-// router's, is drained with the records that made it.)
+// progress by time: with a chunked router in upsert mode, at positions the
+// worker writes, not while rebuilding. (Work at positions below emitFrom,
+// and an unchunked router's, is drained with the records that made it; a
+// router stepped by input steps with every record.)
 func (w *worker) steps(next int64) bool {
-	return w.rb == nil && !w.unchunked && next >= 0 && !w.out.Silent(next) && w.op.Runnable()
+	return w.rb == nil && !w.unchunked && !w.byInput && next >= 0 && !w.out.Silent(next) && w.op.Runnable()
+}
+
+// stepRows is the budget a step marker buys, in skew.chunk_rows: a
+// marker costs a Kafka transaction and a round trip through the log, so
+// it buys more than a record; other keys' records read after it wait for
+// at most that many rows.
+const stepRows = 8
+
+// wantsStep reports whether the worker, stepping by input, should write a
+// step marker: runnable work at a position it writes, none in flight.
+func (w *worker) wantsStep() bool {
+	pos := w.pos.Load()
+	return w.byInput && !w.stepOut && w.rb == nil && pos >= 0 && !w.out.Silent(pos) && w.op.Runnable() && !w.stopping()
+}
+
+// sendStep writes a step marker to the worker's own partition and commits
+// it (a transaction of the forwarder's own, between batches).
+func (w *worker) sendStep() error {
+	if w.stepNonce == "" {
+		var nonce [8]byte
+		if _, err := rand.Read(nonce[:]); err != nil {
+			return fmt.Errorf("cdcjoin: step marker nonce: %w", err)
+		}
+		w.stepNonce = w.j.cfg.Kafka.InstanceID + "/" + hex.EncodeToString(nonce[:]) + "/"
+	}
+	w.stepSeq++
+	key := keyedlog.AppendStepKey(nil, w.stepNonce+strconv.FormatUint(w.stepSeq, 10))
+	if err := w.fwd.Send(w.p, key, keyedlog.StepValue(stepRows*w.op.ByInput), nil); err != nil {
+		return err
+	}
+	w.status.set(phaseForward)
+	if _, err := w.fwd.commit(w.ctx); err != nil {
+		return err
+	}
+	w.stepOut = true
+	w.j.sm.StepMarkers.Inc()
+	return nil
 }
 
 // stepping reports whether the worker has work in progress to run a batch
@@ -321,7 +407,9 @@ func (w *worker) stepping() bool { return w.steps(w.pos.Load()) }
 // before.
 func (w *worker) finishWork() {
 	pos := w.pos.Load()
-	if w.rb != nil || pos < 0 || !w.op.Runnable() || w.ctx.Err() != nil {
+	if w.rb != nil || pos < 0 || !w.op.Runnable() || w.ctx.Err() != nil || w.byInput {
+		// (Stepped by input: finishing now would step by time; the next
+		// owner re-reads from the last quiet position.)
 		return
 	}
 	if !w.out.Silent(pos) && w.out.Positioned() {

@@ -16,6 +16,7 @@
 //	'X' side time jk pk                  a time join's event (time.go)
 //	'W' side partition writer            a time join's source partition watermark (time.go)
 //	'S' bytes                            an operator's own record (KindStage: Msg.Key, Msg.Value)
+//	'K' writer                           a step marker: budget for work in progress (KindStep: Msg.Rows)
 //
 // Values of 'P' and 'C': nil (a tombstone) for deletes; 0x01 row
 // (row.AppendRow) for upserts; 0x03 the row without the columns the key
@@ -24,7 +25,7 @@
 // stage writes; 0x01 records written before stay readable); 0x02 with the
 // versions a row was last emitted with, then the row (load records, from a
 // handover or a move). Values of 'T' and 'E': 0x01. 'F', 'L', 'A': see
-// router.go. 'S': the operator's (keyedlog does not look inside; an
+// router.go. 'K': 0x01 uvarint(rows). 'S': the operator's (keyedlog does not look inside; an
 // operator with several kinds of records tags them in its key bytes, and
 // gives markers unique keys so that compaction keeps them).
 //
@@ -71,6 +72,12 @@ const (
 	// the operator's upstream (another stage's Out.Send, a keying stage of
 	// its own), decoded by the operator.
 	KindStage
+	// KindStep is a step marker (Msg.Rows): a driver that steps its
+	// operator's work in progress by input (a sink.Positioned) writes one
+	// to its own partition when it has work and no input, and reading it
+	// back advances the work by Rows; the log, not the time, decides the
+	// steps. It changes no state; operators never see one.
+	KindStep
 )
 
 func (k Kind) String() string {
@@ -91,6 +98,8 @@ func (k Kind) String() string {
 		return "watermark"
 	case KindStage:
 		return "stage"
+	case KindStep:
+		return "step"
 	}
 	return "invalid"
 }
@@ -125,6 +134,8 @@ type Msg struct {
 	Time      timejoin.Record
 	Source    TimeSource
 	Watermark Watermark
+	// Rows is a KindStep's budget.
+	Rows int
 	// Key (without its 'S') and Value are a KindStage record's bytes
 	// (Value nil for a tombstone).
 	Key, Value []byte
@@ -175,12 +186,32 @@ func decode(spec *keyed.Spec, key, value, header []byte, m *Msg) error {
 	case recWatermark:
 		m.Kind = KindWatermark
 		return decodeWatermark(key, value, m)
+	case recStep:
+		if len(value) < 2 || value[0] != valueV1 {
+			return fmt.Errorf("step marker value: want 0x01 uvarint")
+		}
+		n, k := binary.Uvarint(value[1:])
+		if k <= 0 || n > 1<<31 {
+			return fmt.Errorf("step marker rows: bad uvarint")
+		}
+		m.Kind, m.Rows = KindStep, int(n)
+		return nil
 	}
 	return fmt.Errorf("unknown key type %q", key[0])
 }
 
 // recStage is the first byte of an operator's own record (KindStage).
 const recStage = 'S'
+
+// recStep is the first byte of a step marker (KindStep).
+const recStep = 'K'
+
+// AppendStepKey appends the record key of a step marker written by writer
+// (unique per write, like an epoch marker's, so that compaction keeps it).
+func AppendStepKey(dst []byte, writer string) []byte { return append(append(dst, recStep), writer...) }
+
+// StepValue returns the value of a step marker buying rows.
+func StepValue(rows int) []byte { return binary.AppendUvarint([]byte{valueV1}, uint64(rows)) }
 
 // AppendStageKey appends the key of an operator's own record with the
 // given bytes (KindStage) to dst.

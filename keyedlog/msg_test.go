@@ -30,3 +30,23 @@ func TestStageRecord(t *testing.T) {
 		t.Fatalf("an unknown key type decoded as %s", m.Kind)
 	}
 }
+
+// TestStepMarker: a step marker decodes to KindStep with its rows; a
+// value without them fails.
+func TestStepMarker(t *testing.T) {
+	for _, rows := range []int{0, 1, 4096, 1 << 30} {
+		var m keyedlog.Msg
+		if err := keyedlog.Decode(nil, keyedlog.AppendStepKey(nil, "i0/3/17"), keyedlog.StepValue(rows), nil, &m); err != nil {
+			t.Fatalf("%d rows: %v", rows, err)
+		}
+		if m.Kind != keyedlog.KindStep || m.Rows != rows {
+			t.Fatalf("%d rows: got %s %d", rows, m.Kind, m.Rows)
+		}
+	}
+	for _, v := range [][]byte{nil, {1}, {2, 5}, {1, 0x80}} {
+		var m keyedlog.Msg
+		if err := keyedlog.Decode(nil, keyedlog.AppendStepKey(nil, "w"), v, nil, &m); err == nil {
+			t.Fatalf("value %x decoded as %s %d", v, m.Kind, m.Rows)
+		}
+	}
+}

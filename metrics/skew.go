@@ -17,6 +17,14 @@ type Skew struct {
 	// Duplicates counts forwarded records a replica dropped as applied
 	// already (after a crash of the forwarding partition).
 	Duplicates prometheus.Counter
+	// Chunked counts work too large for one chunk (fan-outs, salting
+	// moves) that was done in steps between other keys' records, by how
+	// the steps were paced: "input" (a budget per record read: changelog
+	// mode) or "time" (upsert mode).
+	Chunked *prometheus.CounterVec
+	// StepMarkers counts step markers written: budget for work in progress
+	// of a worker that steps by input and has no input.
+	StepMarkers prometheus.Counter
 }
 
 // NewSkew creates the hot-key counters and registers them with reg (nil:
@@ -32,8 +40,14 @@ func NewSkew(reg prometheus.Registerer) (*Skew, error) {
 		Duplicates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cdcjoin_skew_duplicate_forwards_total", Help: "Forwarded records dropped by a replica as applied already.",
 		}),
+		Chunked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_skew_chunked_total", Help: "Fan-outs and salting moves too large for one chunk, done in steps between other keys' records, by pacing (input: a budget per record read, changelog mode; time: upsert mode).",
+		}, []string{"steps"}),
+		StepMarkers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cdcjoin_skew_step_markers_total", Help: "Step markers written to the keyed topic: budget for work in progress of a worker stepping by input without input.",
+		}),
 	}
-	if err := register(reg, s.Forwarded, s.LayoutChanges, s.Duplicates); err != nil {
+	if err := register(reg, s.Forwarded, s.LayoutChanges, s.Duplicates, s.Chunked, s.StepMarkers); err != nil {
 		return nil, err
 	}
 	return s, nil

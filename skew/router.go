@@ -221,9 +221,12 @@ func (r *Router) MarkInexact(t keyed.State) error {
 // or n <= 0 for all the work of an input at once (what Out.Quiet does). Work
 // in progress continues with the new budget. A driver whose sink must see
 // the same changes in the same order when it replays input after a crash
-// (sink.Positioned) sets n <= 0 and drains what an input unblocks (an
-// ack) with that input: then the changes are a function of the input
-// alone, not of how time was shared between inputs and steps.
+// (sink.Positioned) either sets n <= 0 and drains what an input unblocks
+// (an ack) with that input, or steps the work by input: Advance with a
+// budget after every message, the same whenever the message is read
+// again. Then the changes are a function of the input alone (the
+// Scheduler's turns are kept in the state), not of how time was shared
+// between inputs and steps.
 func (r *Router) SetChunk(n int) { r.cfg.Chunk = n }
 
 // Load reads the salted keys (with their child counts) and the work in
@@ -265,6 +268,10 @@ func (r *Router) Busy() bool { return r.sched.Busy() > 0 }
 // that is, besides coolings waiting for confirmations that come through
 // the log.
 func (r *Router) Runnable() bool { return r.sched.Runnable() > 0 }
+
+// Chunked returns how many fan-outs and moves did not fit their first
+// chunk (since NewRouter): work done in steps.
+func (r *Router) Chunked() uint64 { return r.sched.Started }
 
 // Backlog returns the keys with work in progress and the inputs waiting.
 func (r *Router) Backlog() (keys int, waiting uint64) { return r.sched.Busy(), r.sched.Waiting() }

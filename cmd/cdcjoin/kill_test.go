@@ -178,7 +178,10 @@ func TestChangelogKills(t *testing.T) {
 // worker's forwarding transactions (committed after the sink's End and
 // before the state: a kill between the two leaves the sink ahead of
 // forwards that were never committed, which the restarted worker sends
-// again). It fails unless some key was salted.
+// again). Fan-outs and moves are done in chunks of 2 rows stepped by input
+// (each record read buys a chunk, so a batch re-created after a kill cuts
+// the same chunks, as the markers require). It fails unless some key was
+// salted and some work was done in chunks stepped by input.
 func TestChangelogKillsHotKeys(t *testing.T) {
 	changelogKills(t, 12, "skew: {hot_children: 6, salts: 3, chunk_rows: 2}\n", 1.15)
 }
@@ -229,6 +232,7 @@ clickhouse:
 	slices := kills + 1
 	per := (len(h.Records) + slices - 1) / slices
 	midBatch := 0
+	var chunked float64 // work done in chunks stepped by input, over the runs (as of their last commit before the kill)
 	points := drawKillPoints(r, kills, per, extra != "")
 	for k := 0; k < kills; k++ {
 		lo, hi := k*per, min((k+1)*per, len(h.Records))
@@ -238,6 +242,7 @@ clickhouse:
 		// point of the work this slice of input brings (killPoint).
 		waitLog(t, log, p.mark, "partition assigned", 3*time.Minute)
 		what := points[k].await(p.metrics)
+		chunked += inputChunks(p.metrics)
 		inFlight := batchInProgress(t, conn, "cdcjoin_test."+table)
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -264,6 +269,7 @@ clickhouse:
 		t.Fatalf("after %d kills, ClickHouse does not equal the join: %s:\n%s\n%s", kills, why, diff, report)
 	}
 	t.Logf("the last run converged %v after its start", time.Since(killed).Round(time.Millisecond))
+	chunked += inputChunks(p.metrics)
 	if err := p.stop(stopWait); err != nil {
 		t.Errorf("cdcjoin run after SIGTERM: %v", err)
 	}
@@ -275,12 +281,21 @@ clickhouse:
 	if extra != "" {
 		b, _ := os.ReadFile(log.Name())
 		salted := strings.Count(string(b), "hot key: salted")
-		t.Logf("%d keys salted, %d cooled (over all runs)", salted, strings.Count(string(b), "hot key: cooled"))
+		t.Logf("%d keys salted, %d cooled (over all runs); %g fan-outs and moves done in chunks stepped by input", salted, strings.Count(string(b), "hot key: cooled"), chunked)
 		if salted == 0 {
 			t.Fatalf("no key was salted: the test proves nothing")
 		}
+		if chunked == 0 {
+			t.Fatalf("no work was done in chunks stepped by input (cdcjoin_skew_chunked_total{steps=\"input\"}): the test proves nothing of them")
+		}
 	}
 	conn.Exec(context.Background(), "DROP TABLE IF EXISTS cdcjoin_test."+table)
+}
+
+// inputChunks reads a run's cdcjoin_skew_chunked_total{steps="input"}
+// (0 when the run does not answer).
+func inputChunks(addr string) float64 {
+	return scrapeGauge(addr, "cdcjoin_skew_chunked_total")[`steps="input"`]
 }
 
 func logSize(t *testing.T, f *os.File) int64 {
