@@ -47,9 +47,13 @@
 //     watermark made due) in the state; Busy and Runnable say so, and the
 //     driver gives it time with Advance: paced by time against the inputs
 //     (Pacer), or, where a replayed batch must emit the same changes in the
-//     same order (a sink.Positioned), by budgets counted in inputs (the
-//     engine: rows per input record) or all at once after every message
-//     (Drain: run's router), as where nothing is emitted (a rebuild).
+//     same order (a sink.Positioned), by budgets counted in inputs (rows
+//     per message read: the engine, and run's workers, which write step
+//     markers to their keyed partition to buy budget when they have work
+//     and no input; the operator's steps must then be a function of its
+//     committed state and the messages) or all at once after every message
+//     (Drain: an operator that cannot step by input), as where nothing is
+//     emitted (a rebuild).
 //   - Parallel instances. The driver runs one operator per partition of
 //     the stage's keyed log — in `run` one per owned keyed partition, each
 //     on its own goroutine with its own state; in one process the same
