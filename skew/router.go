@@ -523,11 +523,13 @@ func (r *Router) applyOwn(t keyed.State, jk []byte, op *Op, budget int, out keye
 		}
 	}
 	used := int(r.rows(r.join) - before)
-	n, err := r.count(t, jk)
+	n, scanned, err := r.count(t, jk)
 	if err != nil {
 		return nil, used, err
 	}
-	if d := r.join.ChildDelta; d != 0 {
+	// A scan (inexact counts, a key's first count) ran after the input:
+	// its delta is in n.
+	if d := r.join.ChildDelta; d != 0 && !scanned {
 		n += int64(d)
 		if err := r.setCount(t, jk, n); err != nil {
 			return nil, used, err
@@ -620,26 +622,29 @@ func (r *Router) saveLayout(t keyed.State, h *layout) error {
 	return t.PutAux(append([]byte{auxLayout}, h.JoinKey...), h.encode())
 }
 
-func (r *Router) count(t keyed.State, jk []byte) (int64, error) {
+// count returns jk's child count as kept in t. With inexact counts, a key
+// without a kept count is counted by a scan of its children in t (and the
+// count kept): scanned, n is then the count with every input applied to t
+// so far, the caller's current one included.
+func (r *Router) count(t keyed.State, jk []byte) (n int64, scanned bool, err error) {
 	v, ok, err := t.Aux(append([]byte{auxCount}, jk...))
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if !ok {
 		if r.exact {
-			return 0, nil
+			return 0, false, nil
 		}
-		var n int64
 		if err := t.Children(jk, func(_, _ []byte) error { n++; return nil }); err != nil {
-			return 0, err
+			return 0, false, err
 		}
-		return n, r.setCount(t, jk, n)
+		return n, true, r.setCount(t, jk, n)
 	}
-	n, m := binary.Uvarint(v)
+	c, m := binary.Uvarint(v)
 	if m <= 0 {
-		return 0, fmt.Errorf("%w: skew child count", row.ErrCorrupt)
+		return 0, false, fmt.Errorf("%w: skew child count", row.ErrCorrupt)
 	}
-	return int64(n), nil
+	return int64(c), false, nil
 }
 
 func (r *Router) setCount(t keyed.State, jk []byte, n int64) error {
@@ -695,7 +700,7 @@ func (r *Router) salt(t keyed.State, jk []byte, op *Op, budget int, out keyedlog
 	if r.hot[string(jk)] != nil {
 		return nil, 0, nil
 	}
-	n, err := r.count(t, jk)
+	n, _, err := r.count(t, jk) // no input applied since the count: a scan is the count
 	if err != nil {
 		return nil, 0, err
 	}
