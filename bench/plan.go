@@ -76,8 +76,8 @@ func ChainHistory(o Options) (*cdcgen.MultiHistory, error) {
 
 // ChainJob is the job of sql over the chain's tables it names, with the
 // state in stateDir and o's state settings (block cache, batch, sync,
-// memtable and row cache when set); rowByRow turns the bulk snapshot load
-// off.
+// memtable, row cache and bulk load memory when set); rowByRow turns the
+// bulk snapshot load off.
 func ChainJob(o Options, sql, stateDir string, rowByRow bool) (*config.Config, error) {
 	var b strings.Builder
 	b.WriteString("name: bench\ntables:\n")
@@ -91,8 +91,11 @@ func ChainJob(o Options, sql, stateDir string, rowByRow bool) (*config.Config, e
 		b.WriteString("  " + l + "\n")
 	}
 	bulk := ""
-	if rowByRow {
+	switch {
+	case rowByRow:
 		bulk = ", bulk_load_mb: -1"
+	case o.BulkLoadMB != 0:
+		bulk = fmt.Sprintf(", bulk_load_mb: %d", o.BulkLoadMB)
 	}
 	if o.MemTableMB != 0 {
 		bulk += fmt.Sprintf(", memtable_mb: %d", o.MemTableMB)
@@ -110,8 +113,8 @@ type PlanSystem struct {
 	Query string `json:"query"`
 	// Core is "parent/child" (the two-table join) or "plan" (stage.Pipeline).
 	Core string `json:"core"`
-	// RowByRow: the snapshot is applied record by record (a plan always
-	// is; the parent/child core loads it in bulk unless bulk_load_mb is -1).
+	// RowByRow: the snapshot is applied record by record (bulk_load_mb
+	// -1); else it is bulk loaded (both cores).
 	RowByRow bool `json:"row_by_row"`
 	// Topics are the tables it reads; SnapshotRecords and CDCRecords the
 	// history's records of those topics (tombstones included).
@@ -168,7 +171,8 @@ type PlanReport struct {
 // two-table join on one generated history (ChainHistory), in memory:
 // each round runs every system on a fresh state in the bench process —
 // the two-table join of users and domains on the parent/child core (bulk
-// snapshot, and row by row), the same query as a plan, and the chain —
+// snapshot, and row by row), the same query as a plan, and the chain
+// (bulk snapshot, and row by row) —
 // through engine.Run (decoding on one goroutine, joining on another, the
 // changes counted and dropped), timing the snapshot and the CDC records
 // separately (wall and process CPU), measuring the flushed state after
@@ -177,7 +181,8 @@ type PlanReport struct {
 // the generator's final tables (an error otherwise). With rounds > 1 the
 // systems alternate (interleaved), and the report has medians. It writes
 // report.json and REPORT.md into o.Dir; cpuProfile, if set, receives the
-// chain's CPU profile of its first round.
+// CPU profile of the chain's CDC records in its first round, and
+// cpuProfile.snapshot that of its snapshot.
 func RunPlan(ctx context.Context, o Options, shape string, rounds int, cpuProfile string) (*PlanReport, error) {
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
@@ -207,8 +212,9 @@ func RunPlan(ctx context.Context, o Options, shape string, rounds int, cpuProfil
 	systems := []*planSystem{
 		{PlanSystem: PlanSystem{Name: "two-table", Query: ChainTwoQuery, Core: "parent/child"}},
 		{PlanSystem: PlanSystem{Name: "two-table-rows", Query: ChainTwoQuery, Core: "parent/child", RowByRow: true}},
-		{PlanSystem: PlanSystem{Name: "two-table-plan", Query: ChainTwoQuery, Core: "plan", RowByRow: true}},
-		{PlanSystem: PlanSystem{Name: "chain", Query: ChainQuery, Core: "plan", RowByRow: true}},
+		{PlanSystem: PlanSystem{Name: "two-table-plan", Query: ChainTwoQuery, Core: "plan"}},
+		{PlanSystem: PlanSystem{Name: "chain", Query: ChainQuery, Core: "plan"}},
+		{PlanSystem: PlanSystem{Name: "chain-rows", Query: ChainQuery, Core: "plan", RowByRow: true}},
 	}
 	top, rename, err := chainRename(h)
 	if err != nil {
@@ -435,6 +441,15 @@ func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engi
 			return nil
 		}
 	}
+	snapProfile := ""
+	if cpuProfile != "" {
+		snapProfile = cpuProfile + ".snapshot"
+	}
+	stopSnap, err := profilePhase(snapProfile)
+	if err != nil {
+		return run, err
+	}
+	defer func() { _ = stopSnap() }() // on an early return
 	sw := startWatch()
 	if err := eng.Run(ctx, feed(s.snap)); err != nil {
 		return run, err
@@ -443,31 +458,19 @@ func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engi
 		return run, err
 	}
 	run.SnapshotSeconds, run.SnapshotCPU = sw.elapsed()
+	if err := stopSnap(); err != nil {
+		return run, err
+	}
 	if err := eng.Store().Flush(); err != nil {
 		return run, fmt.Errorf("cdcjoin: bench: flush state: %w", err)
 	}
 	run.StateBytes = eng.Store().DiskBytes()
-	// The profile covers the CDC records only.
-	stopProfile := func() error { return nil }
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return run, fmt.Errorf("cdcjoin: bench: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return run, fmt.Errorf("cdcjoin: bench: cpu profile: %w", err)
-		}
-		stopProfile = func() error {
-			stopProfile = func() error { return nil }
-			pprof.StopCPUProfile()
-			if err := f.Close(); err != nil {
-				return fmt.Errorf("cdcjoin: bench: %w", err)
-			}
-			return nil
-		}
-		defer func() { _ = stopProfile() }() // on an early return
+	// The profile covers the CDC records (the snapshot's: profilePhase).
+	stopProfile, err := profilePhase(cpuProfile)
+	if err != nil {
+		return run, err
 	}
+	defer func() { _ = stopProfile() }() // on an early return
 	before := sink.n
 	sw = startWatch()
 	if err := eng.Run(ctx, feed(s.cdc)); err != nil {
@@ -495,6 +498,34 @@ func (s *planSystem) run(ctx context.Context, o Options, dir string, rename engi
 	run.FanoutSeconds = time.Since(t0).Seconds()
 	run.FanoutChanges = int64(sink.n - before)
 	return run, nil
+}
+
+// profilePhase starts a CPU profile into file (none if file is empty) and
+// returns the function that stops it and closes the file (idempotent).
+func profilePhase(file string) (func() error, error) {
+	if file == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: bench: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cdcjoin: bench: cpu profile: %w", err)
+	}
+	done := false
+	return func() error {
+		if done {
+			return nil
+		}
+		done = true
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cdcjoin: bench: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // check compares eng's final join with s.want.
@@ -583,10 +614,17 @@ func (r *PlanReport) markdown() string {
 			s.SnapshotRecordsPerSecond, s.SnapshotCPUMicros, s.CDCRecords, s.CDCRecordsPerSecond, s.CDCCPUMicros, s.CDCChangesPerRecord,
 			s.StateBytesPerRow, s.FinalRows, s.FanoutChanges, s.FanoutMillis)
 	}
-	if len(r.Systems) == 4 {
-		two, chain := r.Systems[0], r.Systems[3]
+	sys := map[string]PlanSystem{}
+	for _, s := range r.Systems {
+		sys[s.Name] = s
+	}
+	two, rows, chain, chainRows := sys["two-table"], sys["two-table-rows"], sys["chain"], sys["chain-rows"]
+	if two.Name != "" && rows.Name != "" && chain.Name != "" {
 		p("\nchain ÷ two-table, CPU µs per input record: snapshot %.2f× (%.2f× against two-table-rows), CDC %.2f×.\n",
-			chain.SnapshotCPUMicros/two.SnapshotCPUMicros, chain.SnapshotCPUMicros/r.Systems[1].SnapshotCPUMicros, chain.CDCCPUMicros/two.CDCCPUMicros)
+			chain.SnapshotCPUMicros/two.SnapshotCPUMicros, chain.SnapshotCPUMicros/rows.SnapshotCPUMicros, chain.CDCCPUMicros/two.CDCCPUMicros)
+	}
+	if chain.Name != "" && chainRows.Name != "" {
+		p("\nchain's snapshot, bulk ÷ row by row, CPU µs per record: %.2f×.\n", chain.SnapshotCPUMicros/chainRows.SnapshotCPUMicros)
 	}
 	p("\nFan-out: %s.\n\nCorrectness: %s.\n\n", r.Fanout, r.Checked)
 	p("| round | system | snapshot s | snapshot CPU s | CDC s | CDC CPU s | state bytes | fan-out changes | load (1 min) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -22,15 +22,18 @@ func TestRunPlanChain(t *testing.T) {
 	if err != nil {
 		t.Fatalf("seed 7: %v", err)
 	}
-	if len(rep.Systems) != 4 {
+	if len(rep.Systems) != 5 {
 		t.Fatalf("systems: %+v", rep.Systems)
 	}
-	two, chain := rep.Systems[0], rep.Systems[3]
+	two, chain, chainRows := rep.Systems[0], rep.Systems[3], rep.Systems[4]
+	if chain.Name != "chain" || chainRows.Name != "chain-rows" || chain.FinalRows != chainRows.FinalRows || chain.FanoutChanges != chainRows.FanoutChanges {
+		t.Errorf("chain (bulk snapshot) and chain-rows differ: %+v, %+v", chain, chainRows)
+	}
 	for _, s := range rep.Systems {
 		if s.FinalRows == 0 || s.SnapshotRecords == 0 || s.CDCRecords == 0 || s.StateBytesPerRow <= 0 || s.CDCCPUMicros <= 0 {
 			t.Errorf("%s: empty figures: %+v", s.Name, s)
 		}
-		if s.Name != "chain" && s.FinalRows != two.FinalRows {
+		if !strings.HasPrefix(s.Name, "chain") && s.FinalRows != two.FinalRows {
 			t.Errorf("%s: %d final rows, two-table has %d", s.Name, s.FinalRows, two.FinalRows)
 		}
 	}

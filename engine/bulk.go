@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -11,6 +10,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/internal/cerr"
+	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -48,19 +48,7 @@ func (e *Engine) startBulk() error {
 	if err != nil {
 		return err
 	}
-	// The clock is committed (and synced) before anything is loaded, so
-	// that a load run again after a crash gives the same versions.
-	t := e.store.Begin()
-	err = errors.Join(driver.MetaClock.Put(t, e.clock), driver.MetaInputs.Put(t, 0),
-		driver.MetaFingerprint.Put(t, e.fingerprint()), driver.MetaBulkLoad.Put(t, true))
-	if err == nil {
-		if err = t.Commit(); err == nil {
-			err = e.store.SyncWAL()
-		}
-	} else {
-		t.Abort()
-	}
-	if err != nil {
+	if err := e.commitBulkStart(); err != nil {
 		l.Close()
 		return err
 	}
@@ -72,7 +60,7 @@ func (e *Engine) startBulk() error {
 // are being sorted, and nothing reaches the sink or is committed until the
 // load ends (at the first streaming event, a snapshot=last record, or
 // Commit).
-func (e *Engine) Loading() bool { return e.bulk != nil }
+func (e *Engine) Loading() bool { return e.bulk != nil || e.pbulk != nil }
 
 // bulkApply feeds a decoded event to the bulk load, or ends the load first
 // when the event is not a snapshot read. It reports whether it consumed
@@ -108,19 +96,39 @@ func (e *Engine) bulkApply(ctx context.Context, d *Decoded) (bool, error) {
 // the sink and committed (see above). After an error the Engine must be
 // closed.
 func (e *Engine) endBulk(ctx context.Context) error {
+	if e.pbulk != nil {
+		return e.endPlanBulk(ctx)
+	}
 	l := e.bulk
 	if l == nil {
 		return nil
 	}
 	e.bulk, e.endAfter = nil, false
 	defer l.Close()
+	res, err := e.finishLoad(ctx, func(load *joinstate.Load) (bulkload.Result, error) {
+		return l.Finish(load, e.output(ctx).Emit)
+	})
+	if err != nil {
+		return err
+	}
+	e.join.Stats.Inputs += res.Records
+	e.join.Stats.Upserts += res.Upserts
+	return nil
+}
+
+// finishLoad ends a bulk load (either kind): fill writes the loaded state
+// to a joinstate.Load (emitting what the load emits, if anything), which
+// driver.Commit commits as the next batch, with the positions, the
+// metadata and the bulk flag cleared. After an error the Engine must be
+// closed.
+func (e *Engine) finishLoad(ctx context.Context, fill func(*joinstate.Load) (bulkload.Result, error)) (bulkload.Result, error) {
 	e.txn.Abort()
 	e.txn = nil
 	load, err := e.store.BeginLoad(filepath.Join(e.bulkDir, "tables"))
 	if err != nil {
-		return err
+		return bulkload.Result{}, err
 	}
-	res, err := l.Finish(load, e.output(ctx).Emit)
+	res, err := fill(load)
 	if err == nil {
 		err = driver.Commit(ctx, load, driver.Batch{Out: e.out, To: e.batches + 1, Write: func(c driver.Committer) error {
 			if err := e.writeBatch(c); err != nil {
@@ -131,12 +139,10 @@ func (e *Engine) endBulk(ctx context.Context) error {
 	}
 	if err != nil {
 		load.Abort()
-		return cerr.Wrap(err, "bulk load")
+		return res, cerr.Wrap(err, "bulk load")
 	}
 	e.committed()
 	e.stats.Bulk = res
-	e.join.Stats.Inputs += res.Records
-	e.join.Stats.Upserts += res.Upserts
 	e.txn = e.store.Begin()
-	return nil
+	return res, nil
 }

@@ -171,10 +171,16 @@ type Engine struct {
 
 	// Bulk load of a new state's snapshot (bulk.go); bulk is nil when not
 	// loading.
-	bulk     *bulkload.Loader
-	bulkDir  string
-	bulkKey  []byte
-	endAfter bool // the record just loaded ends the snapshot
+	bulk  *bulkload.Loader
+	pbulk *memState // a plan's (planbulk.go)
+	// pbulkLimit overrides state.bulk_load_mb (bytes, tests); pbulkDrop
+	// leaves rows out of the load (tests: the negative control).
+	pbulkLimit   int
+	pbulkDrop    []byte
+	pbulkDropped uint64
+	bulkDir      string
+	bulkKey      []byte
+	endAfter     bool // the record just loaded ends the snapshot
 
 	// A plan's join (plan.go): pipe is nil for a parent/child job.
 	pipe   *stage.Pipeline
@@ -255,8 +261,12 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		return nil, cerr.Wrap(err, "state in %s", cfg.State.Dir)
 	}
 	e.publishKeyTypes()
-	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 && e.pipe == nil {
-		if err := e.startBulk(); err != nil {
+	if cfg.State.BulkLoadMB > 0 && len(e.resume) == 0 && e.inputs == 0 {
+		start := e.startBulk
+		if e.pipe != nil {
+			start = e.startPlanBulk
+		}
+		if err := start(); err != nil {
 			store.Close()
 			return nil, err
 		}
@@ -469,7 +479,7 @@ func (e *Engine) Apply(ctx context.Context, d *Decoded) error {
 	if e.endAfter {
 		return e.endBulk(ctx)
 	}
-	if e.bulk == nil && e.pending >= e.cfg.State.BatchEvents {
+	if !e.Loading() && e.pending >= e.cfg.State.BatchEvents {
 		return e.Checkpoint(ctx)
 	}
 	return nil
@@ -562,7 +572,7 @@ func (e *Engine) Commit(ctx context.Context) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	if e.bulk != nil {
+	if e.Loading() {
 		return e.endBulk(ctx)
 	}
 	// A backlog of fan-outs is finished in steps, each flushed and
@@ -588,7 +598,7 @@ const drainRows = 64 << 10
 // continue after later records, or after a restart. Like Commit, it ends
 // a bulk load.
 func (e *Engine) Checkpoint(ctx context.Context) error {
-	if e.bulk != nil {
+	if e.Loading() {
 		return e.endBulk(ctx)
 	}
 	if e.pending == 0 && e.txn.Empty() {
@@ -654,6 +664,7 @@ func (e *Engine) Close() error {
 		e.bulk.Close()
 		e.bulk = nil
 	}
+	e.pbulk = nil
 	if e.txn != nil {
 		e.txn.Abort()
 		e.txn = nil

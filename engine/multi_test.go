@@ -162,17 +162,22 @@ func multiSeeds(t *testing.T) []int64 {
 	return ss
 }
 
-// TestMultiOracle replays seeded four-table histories through every query
-// of multiQueries, crashing and restarting at random points, and compares
-// the result with PostgreSQL's.
-func TestMultiOracle(t *testing.T) {
-	dsn := testenv.Require(t, testenv.PostgresEnv, "PostgreSQL oracle")
+// multiQueryNames returns the names of multiQueries, sorted.
+func multiQueryNames() []string {
 	names := make([]string, 0, len(multiQueries))
 	for n := range multiQueries {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	for _, name := range names {
+	return names
+}
+
+// TestMultiOracle replays seeded four-table histories through every query
+// of multiQueries, crashing and restarting at random points, and compares
+// the result with PostgreSQL's.
+func TestMultiOracle(t *testing.T) {
+	dsn := testenv.Require(t, testenv.PostgresEnv, "PostgreSQL oracle")
+	for _, name := range multiQueryNames() {
 		for _, seed := range multiSeeds(t) {
 			t.Run(fmt.Sprintf("%s/seed=%d", name, seed), func(t *testing.T) {
 				t.Parallel()

@@ -21,9 +21,10 @@ import (
 // sinks (changelog markers included) and resume; what differs is the join:
 // a stage.Pipeline applies each event through every stage of the plan in
 // one order, each stage input taking the next position (so versions
-// strictly increase across the stages). Bulk snapshot loads and fair
-// fan-out are the parent/child join's (bulkload, skew): a plan's snapshot
-// is applied row by row and its fan-outs at once.
+// strictly increase across the stages). A new state's snapshot is applied
+// by the same pipeline on a state in memory, written out sorted when the
+// load ends (planbulk.go). Fair fan-out is the parent/child join's (skew):
+// a plan's fan-outs are done at once.
 
 // planKV is the Pipeline's state on a joinstate.Txn: its rows in the
 // child keyspace (group = join key, id = child key), its values in the
@@ -82,6 +83,10 @@ func decodePlan(d *job.PlanDecoder, r *Record, out *Decoded) {
 
 // applyPlan applies a decoded record of a plan's topic.
 func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
+	// A load ends before the record, committing (so emit is the next batch's).
+	if err := e.planBulkBefore(ctx, d); err != nil {
+		return err
+	}
 	emit := e.output(ctx).Emit
 	r := &d.Record
 	next := func() uint64 {
@@ -89,9 +94,10 @@ func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
 		e.inputs++
 		return v
 	}
+	kv := e.planState()
 	for i, it := range d.items {
 		e.ptypes.Observe(it, &d.evs[i])
-		err := e.pipe.Apply(e.kv, it, &d.evs[i], next, emit)
+		err := e.pipe.Apply(kv, it, &d.evs[i], next, emit)
 		var ke *stage.KeyError
 		var xe *stage.ExprError
 		switch {
@@ -103,6 +109,7 @@ func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
 			return err
 		}
 	}
+	e.planBulkAfter(d)
 	return nil
 }
 
