@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/version"
@@ -152,4 +153,35 @@ func ReadClock(r MetaReader, legacyEpoch uint64) (version.Clock, error) {
 		return c, err
 	}
 	return version.Legacy(legacyEpoch), nil
+}
+
+// PlanFingerprint identifies the state shape of a multi-stage plan's
+// `replay` (MetaFingerprint): the query and every table's key, and the
+// layout of the tables' index entries: partitions says they record their
+// source partitions (stage.Keyer.Partitions, "plan2", what a handover
+// needs), else they are rows alone ("plan1", states of cdcjoin before it).
+func PlanFingerprint(cfg *config.Config, partitions bool) []byte {
+	b := []byte("plan1|")
+	if partitions {
+		b = []byte("plan2|")
+	}
+	for _, t := range cfg.Plan().Tables {
+		b = fmt.Appendf(b, "%s:%s:%v|", t.Alias, t.Name, t.Key)
+	}
+	return append(b, cfg.Query...)
+}
+
+// PlanPartitions reports whether a plan's replay state in r records its
+// index entries' source partitions (PlanFingerprint): true for a new state
+// (no fingerprint yet) and for one built so, false for an older one; a
+// state of another shape is refused (in dir).
+func PlanPartitions(r MetaReader, cfg *config.Config, dir string) (bool, error) {
+	fp, ok, err := MetaFingerprint.Get(r)
+	if err != nil || !ok {
+		return true, err
+	}
+	if string(fp) == string(PlanFingerprint(cfg, false)) {
+		return false, nil
+	}
+	return true, CheckFingerprintBytes(r, PlanFingerprint(cfg, true), dir)
 }

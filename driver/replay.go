@@ -15,6 +15,9 @@ import (
 // (kafkarun.Handover): its rows and indexes (Store), its input positions
 // (Store.Positions), its version clock and the next input's position, and
 // what its decoders learned about key types. Opening it changes nothing.
+// For a multi-stage plan Spec is nil: Store holds the plan's Pipeline
+// state (package stage's layout, index entries with their source
+// partitions).
 type ReplayState struct {
 	Store    *joinstate.Store
 	Spec     *keyed.Spec
@@ -24,11 +27,16 @@ type ReplayState struct {
 }
 
 // OpenReplayState opens the replay state in dir for cfg's join; a state
-// of another join shape is refused. Close it when done.
+// of another join shape is refused, and so is a plan's state whose index
+// entries do not record their source partitions (made by an earlier
+// cdcjoin). Close it when done.
 func OpenReplayState(cfg *config.Config, dir string) (*ReplayState, error) {
-	spec, err := job.Spec(cfg)
-	if err != nil {
-		return nil, err
+	var spec *keyed.Spec
+	if cfg.Plan() == nil {
+		var err error
+		if spec, err = job.Spec(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("cdcjoin: replay state: %w", err)
@@ -38,18 +46,31 @@ func OpenReplayState(cfg *config.Config, dir string) (*ReplayState, error) {
 		return nil, err
 	}
 	rs := &ReplayState{Store: st, Spec: spec}
-	if err := rs.load(dir); err != nil {
+	if err := rs.load(cfg, dir); err != nil {
 		st.Close()
 		return nil, err
 	}
 	return rs, nil
 }
 
-func (rs *ReplayState) load(dir string) error {
-	if err := CheckFingerprint(rs.Store, rs.Spec, dir); err != nil {
-		return err
+func (rs *ReplayState) load(cfg *config.Config, dir string) error {
+	if rs.Spec != nil {
+		if err := CheckFingerprint(rs.Store, rs.Spec, dir); err != nil {
+			return err
+		}
+	} else {
+		parts, err := PlanPartitions(rs.Store, cfg, dir)
+		if err != nil {
+			return err
+		}
+		if !parts {
+			return fmt.Errorf("cdcjoin: the replay state in %s was made by a cdcjoin whose plan indexes do not record the source partition of each row, which a handover needs: replay the input again with this version", dir)
+		}
 	}
-	c, next, _, err := ReadEngineClock(rs.Store)
+	c, next, ok, err := ReadEngineClock(rs.Store)
+	if err == nil && !ok && rs.Spec == nil {
+		err = fmt.Errorf("%w: no version clock (has the replay committed anything?)", joinstate.ErrCorrupt)
+	}
 	if err != nil {
 		return fmt.Errorf("cdcjoin: state in %s: %w", dir, err)
 	}

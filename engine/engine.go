@@ -184,6 +184,7 @@ type Engine struct {
 
 	// A plan's join (plan.go): pipe is nil for a parent/child job.
 	pipe   *stage.Pipeline
+	planV1 bool // the plan's index entries do not record source partitions (an older state)
 	kv     *planKV
 	ptypes job.PlanTypes
 
@@ -311,6 +312,19 @@ func (e *Engine) fingerprint() []byte {
 }
 
 func (e *Engine) load() error {
+	if e.pipe != nil {
+		// A new state's index entries record their source partitions
+		// (kafkarun.Handover can then give it to `run`); an older state's
+		// do not, and stay so.
+		parts, err := driver.PlanPartitions(e.store, e.cfg, e.cfg.State.Dir)
+		if err != nil {
+			return err
+		}
+		e.planV1 = !parts
+		if parts {
+			e.pipe.RecordPartitions()
+		}
+	}
 	if err := driver.CheckFingerprintBytes(e.store, e.fingerprint(), e.cfg.State.Dir); err != nil {
 		return err
 	}

@@ -89,6 +89,7 @@ func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
 	}
 	emit := e.output(ctx).Emit
 	r := &d.Record
+	e.pipe.SetPartition(r.Partition)
 	next := func() uint64 {
 		v := e.clock.At(e.inputs)
 		e.inputs++
@@ -113,16 +114,12 @@ func (e *Engine) applyPlan(ctx context.Context, d *Decoded) error {
 	return nil
 }
 
-// planFingerprint identifies a plan's state shape: the query and every
-// table's key.
+// planFingerprint identifies a plan's state shape
+// (driver.PlanFingerprint): the query, every table's key, and whether its
+// index entries record their source partitions (e.planV1: not, a state
+// of an earlier cdcjoin, which kafkarun.Handover refuses).
 func (e *Engine) planFingerprint() []byte {
-	var b bytes.Buffer
-	b.WriteString("plan1|")
-	for _, t := range e.pipe.Plan().Tables {
-		fmt.Fprintf(&b, "%s:%s:%v|", t.Alias, t.Name, t.Key)
-	}
-	b.WriteString(e.cfg.Query)
-	return b.Bytes()
+	return driver.PlanFingerprint(e.cfg, !e.planV1)
 }
 
 // finalPlan streams the plan's output sorted by row key.

@@ -50,8 +50,9 @@ func Spec(cfg *config.Config) (*keyed.Spec, error) {
 var ErrTimeJoin = errors.New("cdcjoin: this job is a time join (time_join), which `cdcjoin replay` and `cdcjoin run` run; `handover` and `bench` run regular joins only so far")
 
 // ErrPlan: the job is a multi-stage plan (config.Plan), not a
-// parent/child join; `handover` does not run plans yet.
-var ErrPlan = errors.New("cdcjoin: this query compiles to a multi-stage plan, which `cdcjoin replay` and `cdcjoin run` run; `handover` runs the parent/child shape only so far (see `cdcjoin explain`)")
+// parent/child join (`replay`, `run` and `handover` run plans their own
+// way).
+var ErrPlan = errors.New("cdcjoin: this query compiles to a multi-stage plan, which `cdcjoin replay`, `run` and `handover` run; this runs the parent/child shape only so far (see `cdcjoin explain`)")
 
 // MustSpec is Spec for configurations validated by package config (tests,
 // tools); it panics on a shape Spec rejects.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,10 +28,14 @@ import (
 type HandoverStats struct {
 	Parents, Children       int64 // join state records loaded into the keyed topic
 	ChildIndex, ParentIndex int64 // index entries loaded into the changelogs
-	SourcePartitions        int   // source partitions whose positions were taken over
-	Epoch                   uint64
-	KeyedPartitions         int32
-	Elapsed                 time.Duration
+	// A plan's: load records per stage (StageRows[n-1]: stage n's keyed
+	// topic, the materializer's last) and the tables' index entries.
+	StageRows        []int64
+	TableIndex       int64
+	SourcePartitions int // source partitions whose positions were taken over
+	Epoch            uint64
+	KeyedPartitions  int32
+	Elapsed          time.Duration
 }
 
 // Handover prepares a job that has never run to continue exactly where a
@@ -57,6 +62,17 @@ type HandoverStats struct {
 // `run` then keys only what the replay had not read, and every later
 // change cancels and supersedes exactly what the replay emitted, in upsert
 // and changelog mode alike.
+//
+// A multi-stage plan (config.Plan; plan.go's layout) is handed over the
+// same way, stage by stage (handoverPlan): every row of each stage's state
+// (and the materializer's) goes to that stage's keyed topic as a load
+// record (stage.HandoverRecords) with the version the replay gave it, which
+// the stage's operator installs without emitting; each table's index entry
+// goes to its topic's index changelog "<group>.t<i>.index" on the source
+// partition it records (a replay state of an earlier cdcjoin, whose plan
+// indexes do not record it, is refused); epoch markers go to every
+// partition of every stage; then every stage's group is committed past it
+// all, and last the keying group.
 //
 // It refuses a job whose keying group has committed offsets (it has run or
 // a handover finished). An interrupted Handover can be run again: the
@@ -89,58 +105,50 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 	kc := &cfg.Kafka
+	var pr *planRun
+	if cfg.Plan() != nil {
+		pr = newPlanRun(cfg)
+	}
 	if done, err := hasCommitted(ctx, adm, kc.KeyingGroup()); err != nil {
 		return st, err
 	} else if done {
+		groups := []string{kc.KeyingGroup(), kc.JoinGroup()}
+		topics := []string{kc.KeyedTopic(), kc.ChildIndexTopic(), kc.ParentIndexTopic()}
+		if pr != nil {
+			n := NamesOf(cfg)
+			groups, topics = n.Groups, append(n.Keyed, n.Index...)
+		}
 		return st, fmt.Errorf("cdcjoin: handover: job %q has already run (group %s has committed offsets): a handover only starts a job that never ran; "+
-			"to start over, stop every instance and delete the groups %s and %s and the topics %s, %s and %s",
-			cfg.Name, kc.KeyingGroup(), kc.KeyingGroup(), kc.JoinGroup(), kc.KeyedTopic(), kc.ChildIndexTopic(), kc.ParentIndexTopic())
+			"to start over, stop every instance and delete the groups %s and the topics %s",
+			cfg.Name, kc.KeyingGroup(), strings.Join(groups, ", "), strings.Join(topics, ", "))
 	}
-	top, err := setup(ctx, cfg, nil, adm, admCl, log)
+	top, err := setup(ctx, cfg, pr, adm, admCl, log)
 	if err != nil {
 		return st, err
 	}
 	st.KeyedPartitions = top.keyedParts
-
 	// The keying group's offsets: the replay's positions.
-	positions := kadm.Offsets{}
-	err = rs.Store.Positions(func(topic string, part int32, next int64) error {
-		n := top.parentParts
-		if topic == cfg.Child.Topic {
-			n = top.childParts
-		} else if topic != cfg.Parent.Topic {
-			return fmt.Errorf("cdcjoin: handover: the replay read topic %q, which is neither parent.topic nor child.topic", topic)
+	parts := map[string]int32{cfg.Parent.Topic: top.parentParts, cfg.Child.Topic: top.childParts}
+	if pr != nil {
+		if parts, err = sourcePartitions(ctx, adm, pr.topics); err != nil {
+			return st, err
 		}
-		if part >= n {
-			return fmt.Errorf("cdcjoin: handover: the replay read %s partition %d, but the topic has %d partitions", topic, part, n)
-		}
-		positions.AddOffset(topic, part, next, -1)
-		st.SourcePartitions++
-		return nil
-	})
+	}
+	positions, n, err := replayPositions(rs, parts)
 	if err != nil {
 		return st, err
 	}
+	st.SourcePartitions = n
 
-	pcl, err := kgo.NewClient(producerOpts(&cfg.Kafka, base,
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))...)
+	w, err := newLoadWriter(ctx, cfg, base)
 	if err != nil {
-		return st, fmt.Errorf("cdcjoin: kafka client: %w", err)
+		return st, err
 	}
-	defer pcl.Close()
-	var mu sync.Mutex
-	var perr error
-	produce := func(r *kgo.Record) {
-		pcl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				if perr == nil {
-					perr = err
-				}
-				mu.Unlock()
-			}
-		})
+	defer w.close()
+	if pr != nil {
+		return handoverPlan(ctx, cfg, pr, rs, w, handoverPlace{base, adm, top, parts, positions}, st, log, start)
 	}
+	produce := w.produce
 	progress := newProgress(log, "handover")
 	t := rs.Store.Begin()
 	defer t.Abort()
@@ -160,28 +168,10 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 			produce(&kgo.Record{Topic: kc.ParentIndexTopic(), Partition: p, Key: []byte(keyTypesKey), Value: kt})
 		}
 	}
-	if err := pcl.Flush(ctx); err != nil {
-		return st, fmt.Errorf("cdcjoin: handover: %w", err)
-	}
-	if perr != nil {
-		return st, fmt.Errorf("cdcjoin: handover: produce: %w", perr)
-	}
-
-	// Every version run gives from now on exceeds the replay's.
-	replayEpoch := version.Epoch(rs.Clock.At(rs.Inputs))
-	st.Epoch = max(version.Propose(time.Now()), replayEpoch+1)
-	if err := writeEpochMarkers(ctx, cfg, nil, base, top, st.Epoch); err != nil {
+	if err := w.flush(ctx); err != nil {
 		return st, err
 	}
-
-	ends, err := adm.ListEndOffsets(ctx, kc.KeyedTopic())
-	if err != nil {
-		return st, fmt.Errorf("cdcjoin: handover: keyed topic end offsets: %w", err)
-	}
-	if err := commitOffsets(ctx, adm, kc.JoinGroup(), ends.Offsets()); err != nil {
-		return st, err
-	}
-	if err := commitOffsets(ctx, adm, kc.KeyingGroup(), positions); err != nil {
+	if st.Epoch, err = finishHandover(ctx, cfg, nil, rs, base, adm, top, positions); err != nil {
 		return st, err
 	}
 	st.Elapsed = time.Since(start)
@@ -189,6 +179,101 @@ func Handover(ctx context.Context, cfg *config.Config, replayState string, log *
 		"parent_index", st.ParentIndex, "source_partitions", st.SourcePartitions, "epoch", st.Epoch, "elapsed", st.Elapsed)
 	return st, nil
 }
+
+// replayPositions returns the replay's input positions as the keying
+// group's offsets, and how many source partitions they name; parts are
+// the source topics' partition counts (a topic the job does not read, or a
+// partition it does not have, is refused).
+func replayPositions(rs *driver.ReplayState, parts map[string]int32) (kadm.Offsets, int, error) {
+	positions := kadm.Offsets{}
+	n := 0
+	err := rs.Store.Positions(func(topic string, part int32, next int64) error {
+		np, ok := parts[topic]
+		if !ok {
+			return fmt.Errorf("cdcjoin: handover: the replay read topic %q, which is none of the job's source topics", topic)
+		}
+		if part >= np {
+			return fmt.Errorf("cdcjoin: handover: the replay read %s partition %d, but the topic has %d partitions", topic, part, np)
+		}
+		positions.AddOffset(topic, part, next, -1)
+		n++
+		return nil
+	})
+	return positions, n, err
+}
+
+// finishHandover writes epoch markers above the replay's epoch to every
+// keyed partition (of every stage of a plan), commits each join stage's
+// group at its keyed topic's end, and last the keying group at the
+// replay's positions: that commit completes the handover. It returns the
+// epoch.
+func finishHandover(ctx context.Context, cfg *config.Config, pr *planRun, rs *driver.ReplayState, base []kgo.Opt, adm *kadm.Client, top topology, positions kadm.Offsets) (uint64, error) {
+	// Every version run gives from now on exceeds the replay's.
+	replayEpoch := version.Epoch(rs.Clock.At(rs.Inputs))
+	epoch := max(version.Propose(time.Now()), replayEpoch+1)
+	if err := writeEpochMarkers(ctx, cfg, pr, base, top, epoch); err != nil {
+		return epoch, err
+	}
+	for _, d := range joinDefs(cfg, pr, top) {
+		ends, err := adm.ListEndOffsets(ctx, d.topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return epoch, fmt.Errorf("cdcjoin: handover: end offsets of %s: %w", d.topic, err)
+		}
+		if err := commitOffsets(ctx, adm, d.group, ends.Offsets()); err != nil {
+			return epoch, err
+		}
+	}
+	return epoch, commitOffsets(ctx, adm, cfg.Kafka.KeyingGroup(), positions)
+}
+
+// loadWriter produces a handover's records (partitions chosen by the
+// caller), keeping the first error for flush.
+type loadWriter struct {
+	cl   *kgo.Client
+	ctx  context.Context
+	mu   sync.Mutex
+	perr error
+}
+
+func newLoadWriter(ctx context.Context, cfg *config.Config, base []kgo.Opt) (*loadWriter, error) {
+	cl, err := kgo.NewClient(producerOpts(&cfg.Kafka, base,
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))...)
+	if err != nil {
+		return nil, fmt.Errorf("cdcjoin: kafka client: %w", err)
+	}
+	return &loadWriter{cl: cl, ctx: ctx}, nil
+}
+
+// produce sends r (buffered; the client owns r).
+func (w *loadWriter) produce(r *kgo.Record) {
+	w.cl.Produce(w.ctx, r, func(_ *kgo.Record, err error) {
+		if err != nil {
+			w.mu.Lock()
+			if w.perr == nil {
+				w.perr = err
+			}
+			w.mu.Unlock()
+		}
+	})
+}
+
+// flush waits for every record produced and returns the first error.
+func (w *loadWriter) flush(ctx context.Context) error {
+	if err := w.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("cdcjoin: handover: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.perr != nil {
+		return fmt.Errorf("cdcjoin: handover: produce: %w", w.perr)
+	}
+	return nil
+}
+
+func (w *loadWriter) close() { w.cl.Close() }
 
 // loadState sends every parent and child of the join state to its keyed
 // partition as a load record.

@@ -45,7 +45,11 @@ import (
 // changes twice and converges to its last value (an unchanged row is a
 // no-op), re-emitting intermediate values with higher versions.
 //
-// Not yet for plans: handover, bulk rebuilds (a moved partition of a stage
+// Handover (handover.go, planhandover.go) loads a plan's replay state
+// into these topics: every stage's rows as load records of its keyed
+// topic, the tables' index entries on the partitions they record.
+//
+// Not yet for plans: bulk rebuilds (a moved partition of a stage
 // is rebuilt record by record from its log), hot-key salting and chunked
 // fan-outs (a stage does each input's fan-out at once).
 

@@ -72,21 +72,68 @@ func replayLive(t testing.TB, cfg *config.Config, recs []cdcgen.Record) []cdcgen
 		t.Fatal(err)
 	}
 	defer e.Close()
-	topics := planTopics(cfg)
+	replayInto(t, e, recs, planTopics(cfg))
+	return rmt.Live()
+}
+
+// planHistory generates opts' history for the query sql and returns it
+// with replay's answer over it. A history whose answer has too few rows
+// compares little: the next seed's is taken (seed+1000, logged; at most
+// tries; replay's answer does not depend on the brokers or the batch
+// size); opts.Seed is the one taken.
+func planHistory(t *testing.T, opts *cdcgen.MultiOptions, sql string, tries int) (*cdcgen.MultiHistory, []cdcgen.JoinedRow) {
+	t.Helper()
+	probe := planRunConfig(t, sql, "127.0.0.1:9", t.TempDir(), "probe", 100)
+	seed := opts.Seed
+	for try := 0; ; try++ {
+		opts.Seed = seed + int64(try)*1000
+		h, err := cdcgen.GenerateMulti(*opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := replayLive(t, probe, h.Records)
+		if len(want) >= 20 {
+			return h, want
+		}
+		if try == tries-1 {
+			t.Fatalf("seed %d: replay gives %d rows: too few for a meaningful comparison", opts.Seed, len(want))
+		}
+		t.Logf("seed %d: replay gives %d rows; taking seed %d's history", opts.Seed, len(want), opts.Seed+1000)
+	}
+}
+
+// schema4Cluster is a kfake cluster of 3 brokers with the Schema4 tables'
+// topics of parts partitions each, closed when the test ends.
+func schema4Cluster(t testing.TB, parts int) *kfake.Cluster {
+	t.Helper()
+	var topics []string
+	for _, tb := range cdcgen.Schema4() {
+		topics = append(topics, tb.Topic())
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(int32(parts), topics...), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// replayInto applies the records of tables' topics to eng and commits.
+func replayInto(t testing.TB, eng *engine.Engine, recs []cdcgen.Record, tables map[string]bool) {
+	t.Helper()
 	ctx := context.Background()
 	for _, r := range recs {
-		if !topics[r.Topic] {
+		if !tables[r.Topic] {
 			continue
 		}
 		rec := engine.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
-		if err := e.Process(ctx, &rec); err != nil {
+		if err := eng.Process(ctx, &rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := e.Commit(ctx); err != nil {
+	if err := eng.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return rmt.Live()
 }
 
 func planTopics(cfg *config.Config) map[string]bool {
@@ -131,38 +178,11 @@ func runPlanOracle(t *testing.T, seed int64, sql string, truncates, control bool
 	if truncates {
 		opts.Partitions = 1
 	}
-	// A history whose answer has too few rows compares little: take the
-	// next seed's (at most 5 tries; replay's answer does not depend on the
-	// brokers or the batch size).
-	probe := planRunConfig(t, sql, "127.0.0.1:9", t.TempDir(), "probe", 100)
-	var h *cdcgen.MultiHistory
-	var want []cdcgen.JoinedRow
-	for try := 0; ; try++ {
-		opts.Seed = seed + int64(try)*1000
-		var err error
-		if h, err = cdcgen.GenerateMulti(opts); err != nil {
-			t.Fatal(err)
-		}
-		if want = replayLive(t, probe, h.Records); len(want) >= 20 {
-			break
-		}
-		if try == 4 {
-			t.Fatalf("seed %d: replay gives %d rows: too few for a meaningful comparison", opts.Seed, len(want))
-		}
-		t.Logf("seed %d: replay gives %d rows; taking seed %d's history", opts.Seed, len(want), opts.Seed+1000)
-	}
+	h, want := planHistory(t, &opts, sql, 5)
 	seed = opts.Seed
 	t.Logf("seed %d: %s", seed, h.Stats)
 	rng := rand.New(rand.NewSource(seed))
-	var topics []string
-	for _, tb := range cdcgen.Schema4() {
-		topics = append(topics, tb.Topic())
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(int32(opts.Partitions), topics...), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := schema4Cluster(t, opts.Partitions)
 	recs := h.Records
 	cfg0 := planRunConfig(t, sql, brokersOf(c), t.TempDir(), "i0", 1+rng.Intn(300))
 	if control {
@@ -246,21 +266,33 @@ func runPlanOracle(t *testing.T, seed int64, sql string, truncates, control bool
 			t.Errorf("seed %d: Run (second instance): %v", seed, err)
 		}
 	})
+	if !judge(t, seed, control, err, diff, "a run missing records gave replay's rows", "run's rows differ from replay's") {
+		return
+	}
+	got, _ := m.live()
+	t.Logf("seed %d: %d records, %d rows equal replay's; %d changes", seed, len(recs), len(got), m.changesNow())
+}
+
+// judge fails the test unless a wait for the oracle (its error err and
+// last difference diff) ended as it must: a negative control (control)
+// differing (else it fails with blind), any other run equal (else with
+// differs). It reports whether the run was not a control.
+func judge(t *testing.T, seed int64, control bool, err error, diff, blind, differs string) bool {
+	t.Helper()
 	if control {
 		if err == nil && diff == "" {
-			t.Fatalf("seed %d: negative control: a run missing records gave replay's rows", seed)
+			t.Fatalf("seed %d: negative control: %s", seed, blind)
 		}
 		t.Logf("seed %d: negative control failed as it must:\n%s", seed, firstLines(diff, 6))
-		return
+		return false
 	}
 	if err != nil {
 		t.Fatalf("seed %d: %v\n%s", seed, err, diff)
 	}
 	if diff != "" {
-		t.Fatalf("seed %d: run's rows differ from replay's:\n%s", seed, diff)
+		t.Fatalf("seed %d: %s:\n%s", seed, differs, diff)
 	}
-	got, _ := m.live()
-	t.Logf("seed %d: %d records, %d rows equal replay's; %d changes", seed, len(recs), len(got), m.changesNow())
+	return true
 }
 
 func (m *model) changesNow() int {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
@@ -151,15 +150,7 @@ func runPlanChangelog(t *testing.T, markers bool) {
 		t.Fatalf("seed %d: negative control: cutting 30 dns_records records changes nothing", seed)
 	}
 
-	var topics []string
-	for _, tb := range cdcgen.Schema4() {
-		topics = append(topics, tb.Topic())
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(int32(opts.Partitions), topics...), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := schema4Cluster(t, opts.Partitions)
 	rng := rand.New(rand.NewSource(seed))
 	table := fmt.Sprintf("plan_changelog_%d_%d", seed, time.Now().UnixNano()%1e9)
 	cfgFor := func(stateDir, instance string) *config.Config {

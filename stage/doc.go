@@ -23,7 +23,7 @@
 // prefix-free encoding):
 //
 //	row group     id      value
-//	'i' t         pk      row                  (Keyer of FROM item t)
+//	'i' t         pk      row                  (Keyer of FROM item t; in replay: uvarint(source partition) row)
 //	's' n 'r' J side  id  flags, version, row  (stage n's rows)
 //	'm' 'i' rowkey    id  row                  (materializer: live incarnations)
 //	'm' 'c'       rowkey  version, row         (materializer: the row emitted)

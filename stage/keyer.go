@@ -1,7 +1,9 @@
 package stage
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/plan"
@@ -27,10 +29,21 @@ func (e *KeyError) Error() string {
 // IDENTITY DEFAULT leaves it out): the index has the previous row; TOAST
 // placeholders are filled from it; an update that changes nothing the
 // query reads emits nothing. Not safe for concurrent use.
+//
+// With Partitions set (a driver that keys every source partition on one
+// State: `replay`), each index entry also records the source partition of
+// the event that last wrote it (AppendIndexEntry), so that a handover can
+// split the index by partition as `run` keeps it; Partition is the
+// partition of the events keyed next. Without it (run's keying stage: one
+// State per source partition) an entry is the row alone.
 type Keyer struct {
 	item  byte
 	table *plan.Table
 	nkey  int
+
+	Partitions bool
+	Partition  int32
+	oldPart    int32
 
 	key, ikey []byte
 	old, vals []row.Value
@@ -106,14 +119,18 @@ func (k *Keyer) Key(kv State, ev *debezium.Event, emit Emit, truncate func() err
 				same = false
 			}
 		}
-		if same && ev.Op == debezium.OpUpdate {
+		moved := k.Partitions && had && k.oldPart != k.Partition
+		if same && ev.Op == debezium.OpUpdate && !moved {
 			return nil // unprojected columns only, or a redelivery
 		}
-		k.enc = row.AppendRow(k.enc[:0], k.vals)
-		if !(same && had) {
+		if !(same && had) || moved {
+			k.enc = k.encode(k.enc[:0], k.vals)
 			if err := kv.PutRow(k.indexGroup(), k.key, k.enc); err != nil {
 				return err
 			}
+		}
+		if same && ev.Op == debezium.OpUpdate {
+			return nil // the same row, now from another source partition
 		}
 		k.delta = Delta{Op: row.Upsert, ID: k.key, Row: k.vals}
 		if had {
@@ -137,14 +154,44 @@ func (k *Keyer) Key(kv State, ev *debezium.Event, emit Emit, truncate func() err
 	return &KeyError{k.table.Name, ev.Op, "unsupported op"}
 }
 
-// load reads pk's indexed row into k.old.
+// encode appends the index entry of vals.
+func (k *Keyer) encode(dst []byte, vals []row.Value) []byte {
+	if k.Partitions {
+		return AppendIndexEntry(dst, k.Partition, vals)
+	}
+	return row.AppendRow(dst, vals)
+}
+
+// load reads pk's indexed row into k.old (and its partition into
+// k.oldPart, with Partitions).
 func (k *Keyer) load(kv State, pk []byte) (bool, error) {
 	v, ok, err := kv.Row(k.indexGroup(), pk)
 	if !ok || err != nil {
 		return false, err
 	}
+	if k.Partitions {
+		if k.oldPart, v, err = SplitIndexEntry(v); err != nil {
+			return false, err
+		}
+	}
 	k.old, err = row.DecodeRow(k.old[:0], v)
 	return err == nil, err
+}
+
+// AppendIndexEntry appends a Keyer's index entry that records its source
+// partition (Keyer.Partitions): uvarint(partition), then the row.
+func AppendIndexEntry(dst []byte, partition int32, vals []row.Value) []byte {
+	return row.AppendRow(binary.AppendUvarint(dst, uint64(partition)), vals)
+}
+
+// SplitIndexEntry splits an entry of AppendIndexEntry into its partition
+// and its row's encoding (row.AppendRow's: what run's keying index keeps).
+func SplitIndexEntry(v []byte) (partition int32, rowBytes []byte, err error) {
+	p, n := binary.Uvarint(v)
+	if n <= 0 || p > math.MaxInt32 {
+		return 0, nil, fmt.Errorf("%w: index entry partition", row.ErrCorrupt)
+	}
+	return int32(p), v[n:], nil
 }
 
 // gone retracts pk's row, if indexed, and forgets it.

@@ -52,6 +52,24 @@ func NewPipeline(p *plan.Plan) *Pipeline {
 // Plan returns the plan.
 func (pl *Pipeline) Plan() *plan.Plan { return pl.p }
 
+// RecordPartitions makes every index entry record the source partition of
+// the event that wrote it (Keyer.Partitions), from SetPartition's: what a
+// state handed over to `run` needs. A driver sets it for a new state, and
+// for a state it resumes only if that state was built so.
+func (pl *Pipeline) RecordPartitions() {
+	for _, k := range pl.keyers {
+		k.Partitions = true
+	}
+}
+
+// SetPartition sets the source partition of the events applied next
+// (recorded with RecordPartitions).
+func (pl *Pipeline) SetPartition(p int32) {
+	for _, k := range pl.keyers {
+		k.Partition = p
+	}
+}
+
 // Stats returns stage n's operator counters (1-based).
 func (pl *Pipeline) Stats(n int) Stats { return pl.joins[n-1].Stats }
 

@@ -78,8 +78,8 @@ func NewReadAhead(p *plan.Plan) *ReadAhead {
 
 // Index returns the primary key ev names (its identity, appended to dst)
 // and calls fn with the group and id of its index entry, a ReadRow whose
-// value is the table's previous row (row.DecodeRow: give it to Row in a
-// second round); false when ev names no key (a truncate, a bad record).
+// value is the table's previous row (row.DecodeRow, after SplitIndexEntry
+// where the Keyer records partitions: give it to Row in a second round); false when ev names no key (a truncate, a bad record).
 func (ra *ReadAhead) Index(dst []byte, t int, ev *debezium.Event, fn func(kind ReadKind, group, id []byte)) ([]byte, bool) {
 	k := ra.keyers[t]
 	var pk []byte

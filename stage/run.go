@@ -23,6 +23,9 @@ import (
 //	'T' side                       0x01                                  clear the side (a truncate)
 //	'M' uvarint(len rk) rk id      row | tombstone                       an incarnation of output row rk
 //
+// and load records, which install a row with its version as it is and
+// emit nothing (a handover: handover.go).
+//
 // Record keys are what stays live, so a compacted log rebuilds the stage:
 // a row's last record at (side, J, id) is its state there; a clear keeps
 // its latest record, after every row it cleared. Partitions: hash(J), or
@@ -235,6 +238,16 @@ func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error
 		if err != nil {
 			return err
 		}
+		if len(m.Value) > 0 && m.Value[0] == matLoad {
+			ver, n := binary.Uvarint(m.Value[1:])
+			if n <= 0 {
+				return fmt.Errorf("%w: materializer load record", row.ErrCorrupt)
+			}
+			if op.vals, err = row.DecodeRow(op.vals[:0], m.Value[1+n:]); err != nil {
+				return err
+			}
+			return op.mat.Load(&op.kv, rk, id, ver, op.vals)
+		}
 		op.d = Delta{Op: row.Retract, ID: id}
 		if m.Value != nil {
 			if op.vals, err = row.DecodeRow(op.vals[:0], m.Value); err != nil {
@@ -258,10 +271,18 @@ func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error
 			if len(m.Value) < 1 {
 				return fmt.Errorf("%w: stage record value", row.ErrCorrupt)
 			}
+			if f := m.Value[0]; f&flagLoad != 0 {
+				ver, pad, vals, err := decodeLoad(f, m.Value[1:], op.vals)
+				op.vals = vals
+				if err != nil {
+					return err
+				}
+				return op.join.Load(&op.kv, s, key, id, f&flagMatchable != 0, ver, pad, vals)
+			}
 			if op.vals, err = row.DecodeRow(op.vals[:0], m.Value[1:]); err != nil {
 				return err
 			}
-			op.in = Input{Key: key, ID: id, Row: op.vals, Matchable: m.Value[0] == 1}
+			op.in = Input{Key: key, ID: id, Row: op.vals, Matchable: m.Value[0]&flagMatchable != 0}
 		}
 		return op.join.Apply(&op.kv, s, &op.in, m.Version, op.emitter())
 	}
