@@ -72,6 +72,27 @@ func BenchmarkEngineReplay(b *testing.B) {
 func BenchmarkEngineHistory(b *testing.B) {
 	o := cdcgen.DefaultOptions(1)
 	o.Ops, o.SchemaMode = 100_000, cdcgen.SchemaOff
+	benchHistory(b, o, "")
+}
+
+// BenchmarkEngineHistoryFits replays an eighth of the peers' history
+// (`--write-history --history-ops 4.5e5 --history-users 6e4
+// --history-domains 1.6e5 --history-peers`: 56,000 operations after a
+// snapshot of 7,500 users and 20,000 domains, no truncates or TOAST
+// placeholders) with an 8 MiB row cache, which the state fills to ~80%
+// (the row cache's live bytes at the end): a state that fits in the row
+// cache, but in more than half of it, like the full history's state in
+// the default 64 MiB (87%).
+func BenchmarkEngineHistoryFits(b *testing.B) {
+	o := cdcgen.DefaultOptions(1)
+	o.Ops, o.SchemaMode, o.Users, o.Domains = 56_000, cdcgen.SchemaOff, 7_500, 20_000
+	o.Mix.TruncateUsers, o.Mix.TruncateDomains, o.Toast = 0, 0, 0
+	benchHistory(b, o, "row_cache_mb: 8")
+}
+
+// benchHistory replays o's history through Engine.Run once per iteration,
+// on a fresh state of benchConfig with the extra state settings.
+func benchHistory(b *testing.B, o cdcgen.Options, state string) {
 	h, err := cdcgen.Generate(o)
 	if err != nil {
 		b.Fatal(err)
@@ -85,7 +106,7 @@ func BenchmarkEngineHistory(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		cfg := benchConfig(b)
+		cfg := benchConfigState(b, state)
 		names := cfg.OutputNames()
 		var buf []byte
 		eng, err := engine.Open(cfg, engine.Options{Sink: sink.Func(func(c *row.Change) error {
@@ -124,13 +145,20 @@ func BenchmarkEngineHistory(b *testing.B) {
 
 // benchConfig is the benchmarks' join (the oracle's select list) on a
 // fresh state directory, without fsync.
-func benchConfig(b *testing.B) *config.Config {
+func benchConfig(b *testing.B) *config.Config { return benchConfigState(b, "") }
+
+// benchConfigState is benchConfig with extra state settings (YAML flow
+// mapping entries, such as "row_cache_mb: 8"; "" for none).
+func benchConfigState(b *testing.B, state string) *config.Config {
+	if state != "" {
+		state = ", " + state
+	}
 	y := fmt.Sprintf(`name: b
 parent: {topic: %s, key: id}
 child:  {topic: %s, key: id, parent_key: user_id}
 select: parent.id AS user_id, parent.firstname, parent.lastname, child.id AS domain_id, child.domain_name
-state: {dir: %q, sync: false}
-`, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, b.TempDir())
+state: {dir: %q, sync: false%s}
+`, cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic, b.TempDir(), state)
 	cfg, err := config.Parse([]byte(y), "b.yaml")
 	if err != nil {
 		b.Fatal(err)

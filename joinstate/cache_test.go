@@ -193,3 +193,53 @@ func TestRowCacheCompleteness(t *testing.T) {
 		t.Error("evicting current-generation entries left the keyspace complete")
 	}
 }
+
+// A cache over budget whose live entries take at most cacheKeepPct of it
+// only compacts: it loses no entry and stays complete. Above that share it
+// evicts down to cacheEvictPct and is no longer complete (the negative
+// control).
+func TestRowCacheKeepsWhatFits(t *testing.T) {
+	var g generations
+	key := func(id int64) []byte {
+		return append(g.header(nil, prefixParent), row.AppendKey(nil, []row.Value{row.Int(id)})...)
+	}
+	const max = 64 << 10
+	c := newRowCache(max)
+	c.setComplete(prefixParent, 0)
+	val := make([]byte, 40)
+	n := int64(0)
+	for c.live+entrySize(key(n), val)+idxEntryBytes <= max/100*cacheKeepPct {
+		c.write(key(n), true, false, val, nil, nil)
+		n++
+	}
+	for round := 0; round < 10; round++ { // overwrite every key: the slabs outgrow the budget
+		for i := int64(0); i < n; i++ {
+			c.write(key(i), true, false, val, nil, nil)
+		}
+		c.evict(&g)
+		if c.used+len(c.idx)*idxEntryBytes > max {
+			t.Fatalf("round %d: %d bytes after evict, budget %d", round, c.used+len(c.idx)*idxEntryBytes, max)
+		}
+	}
+	if !c.completeFor(prefixParent, 0) {
+		t.Fatalf("%d keys taking %d of %d bytes: evict made the keyspace incomplete", n, c.live, max)
+	}
+	for i := int64(0); i < n; i++ {
+		if _, _, st := c.get(key(i)); st != cacheHit {
+			t.Fatalf("key %d of %d lost: status %d", i, n, st)
+		}
+	}
+	for i := n; c.live <= max/100*cacheKeepPct; i++ { // grow past the share
+		c.write(key(i), true, false, val, nil, nil)
+	}
+	for c.used+len(c.idx)*idxEntryBytes <= max {
+		c.write(key(0), true, false, val, nil, nil)
+	}
+	c.evict(&g)
+	if c.completeFor(prefixParent, 0) {
+		t.Error("a cache whose live entries outgrew the kept share evicted nothing")
+	}
+	if c.live > max/100*cacheEvictPct {
+		t.Errorf("after evicting: %d live bytes, want at most %d", c.live, max/100*cacheEvictPct)
+	}
+}

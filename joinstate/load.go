@@ -63,13 +63,16 @@ type Load struct {
 	tables [4]*loadTable // by genSlot
 	files  []string
 	next   int
-	// warm holds the loaded entries while they fit in a share of the row
-	// cache, to put there after the ingest (see Commit); cold: they did
-	// not fit.
+	// warm holds the loaded entries while they fit in cacheKeepPct of the
+	// row cache (warmBytes: their size in the cache, index slots
+	// included), to put there after the ingest (see Commit); cold: they
+	// did not fit.
 	warm      []byte
+	warmBytes int
 	cold      bool
 	warmLimit int
-	mark      []byte
+	mark      []byte // the last child mark kept
+	markNext  []byte // scratch for the next one
 }
 
 // loadTable is one keyspace's current table.
@@ -88,7 +91,7 @@ func (s *Store) BeginLoad(dir string) (*Load, error) {
 	}
 	l := &Load{s: s, fs: s.fs, dir: dir, meta: map[string][]byte{}, cold: s.cache == nil}
 	if s.cache != nil {
-		l.warmLimit = s.cache.max / 2
+		l.warmLimit = s.cache.max / 100 * cacheKeepPct
 	}
 	l.wo = s.po.MakeWriterOptions(len(s.po.Levels)-1, s.db.TableFormat())
 	s.mu.Lock()
@@ -296,8 +299,15 @@ func (l *Load) write(prefix byte, ab []byte, alen uint64, value []byte) error {
 	}
 	l.keep(l.key, value)
 	if prefix == prefixChild {
-		l.mark = append(l.gens.header(l.mark[:0], prefixChildMark), ab[:alen]...)
-		l.keep(l.mark, nil)
+		// One mark per join key: its children come one after another (key
+		// order), so a mark equal to the last one is already kept.
+		m := append(l.gens.header(l.markNext[:0], prefixChildMark), ab[:alen]...)
+		if string(m) != string(l.mark) {
+			l.mark, l.markNext = m, l.mark
+			l.keep(l.mark, nil)
+		} else {
+			l.markNext = m
+		}
 	}
 	return nil
 }
@@ -307,7 +317,8 @@ func (l *Load) keep(key, value []byte) {
 	if l.cold {
 		return
 	}
-	if len(l.warm)+entrySize(key, value)+idxEntryBytes > l.warmLimit {
+	l.warmBytes += entrySize(key, value) + idxEntryBytes
+	if l.warmBytes > l.warmLimit {
 		l.cold, l.warm = true, nil
 		return
 	}
@@ -372,7 +383,7 @@ func (l *Load) finishTable(t *loadTable) error {
 
 // Commit finishes the tables and ingests them with the metadata and
 // positions, atomically. The row cache then holds the loaded entries if
-// they fit in half of it (and a keyspace that was empty stays held
+// they fit in cacheKeepPct of it (and a keyspace that was empty stays held
 // completely), else nothing. A load of no state entries commits its
 // metadata and positions in a Txn instead. After an error the state is
 // unchanged and the files are removed.

@@ -171,3 +171,49 @@ func TestLoadWarmsRowCache(t *testing.T) {
 			before.RowCacheMisses, after.RowCacheMisses)
 	}
 }
+
+// A load that takes more than half of the row cache but no more than
+// cacheKeepPct of it leaves the cache complete (reads of absent keys need
+// no pebble lookup); one larger than that leaves it cold (the negative
+// control: the same load and reads, a cache a third smaller).
+func TestLoadWarmsRowCacheAboveHalf(t *testing.T) {
+	const parents = 3000
+	for _, tc := range []struct {
+		name     string
+		cache    int
+		complete bool
+	}{{"fits", 1 << 20, true}, {"too large", 640 << 10, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(Options{Dir: "/st", FS: vfs.NewMem(), RowCacheBytes: tc.cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			l := loadSome(t, s, parents)
+			must(t, l.Commit())
+			share := float64(l.warmBytes) / float64(tc.cache) // the writer's: read once it has stopped
+			if tc.complete && (share <= 0.5 || l.warmBytes > l.warmLimit) {
+				t.Fatalf("the load takes %.2f of the cache, want (0.5, %.2f]: the test does not test what it says", share, cacheKeepPct/100.0)
+			}
+			if !tc.complete && l.warmBytes <= l.warmLimit {
+				t.Fatalf("the load takes %.2f of the cache, want more than %.2f", share, cacheKeepPct/100.0)
+			}
+			if got := s.RowCacheHoldsAll(); got != tc.complete {
+				t.Fatalf("load taking %.2f of the row cache: RowCacheHoldsAll %v, want %v", share, got, tc.complete)
+			}
+			before, _ := s.Stats()
+			tx := s.Begin()
+			defer tx.Abort()
+			if v, ok, _ := tx.Parent(intKey(parents)); !ok || string(v) != fmt.Sprint("p", parents) {
+				t.Fatalf("parent %d: %q %v", parents, v, ok)
+			}
+			if _, ok, _ := tx.Parent(intKey(parents + 1)); ok {
+				t.Fatalf("parent %d exists", parents+1)
+			}
+			after, _ := s.Stats()
+			if misses := after.RowCacheMisses - before.RowCacheMisses; (misses == 0) != tc.complete {
+				t.Fatalf("load taking %.2f of the row cache: %d misses reading a loaded and an absent parent", share, misses)
+			}
+		})
+	}
+}
