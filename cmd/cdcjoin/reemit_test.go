@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
 )
@@ -79,6 +81,7 @@ clickhouse:
 				t.Fatal(err)
 			}
 			produceRecords(t, c.ListenAddrs(), h.Records[h.Checkpoints[cp].Records:])
+			waitCaughtUp(t, c.ListenAddrs(), "reemit", cdcgen.DefaultParentTopic, cdcgen.DefaultChildTopic)
 			waitQuiet(t, p.metrics)
 			want := cdcgen.Join(h.Final.Users, h.Final.Domains, left)
 			before := cdcgen.Diff(want, rows(), 3)
@@ -118,6 +121,63 @@ clickhouse:
 			conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+full)
 		})
 	}
+}
+
+// waitCaughtUp waits until job's run has applied everything in its source
+// topics: the keying group's committed offsets reach the sources' ends,
+// and then the join group's reach the keyed topic's (a caught-up join
+// position is past the last transaction's marker, so it equals the end).
+// Counters alone do not tell: a rebalance under load (the keying group's
+// membership lost, its indexes restored) can leave them still for seconds
+// while input is left.
+func waitCaughtUp(t *testing.T, brokers []string, job string, sources ...string) {
+	t.Helper()
+	adm := kadm.NewClient(mustKgo(t, brokers))
+	deadline := time.Now().Add(5 * time.Minute)
+	for _, g := range []struct {
+		group  string
+		topics []string
+	}{{job + "-keying", sources}, {job + "-join", []string{job + ".keyed"}}} {
+		for {
+			behind, err := groupBehind(adm, g.group, g.topics)
+			if err == nil && behind == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s did not catch up with %v within 5m: %s %v", g.group, g.topics, behind, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// groupBehind lists the partitions of topics whose committed offset in
+// group is short of the partition's end ("" when none is).
+func groupBehind(adm *kadm.Client, group string, topics []string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return "", err
+	}
+	committed, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return "", err
+	}
+	var behind []string
+	ends.Each(func(e kadm.ListedOffset) {
+		c, ok := committed.Lookup(e.Topic, e.Partition)
+		if e.Offset > 0 && (!ok || c.At < e.Offset) {
+			behind = append(behind, fmt.Sprintf("%s/%d at %d of %d", e.Topic, e.Partition, c.At, e.Offset))
+		}
+	})
+	return strings.Join(behind, ", "), nil
 }
 
 // waitQuiet waits until a run's counters have not moved for 3 s (it has
