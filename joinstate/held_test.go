@@ -392,27 +392,22 @@ func lostParent(s *Store, rng *rand.Rand) string {
 // held cache is caught by the reads alone (checkCache off) and by
 // checkCache.
 func TestRowCacheHeldCatchesStale(t *testing.T) {
-	for _, check := range []bool{false, true} {
-		res, err := heldRun(1, staleParent, check)
-		if res.injected == "" {
-			t.Fatalf("check %v: the fault did not fire", check)
-		}
-		t.Logf("check %v: injected %s: %v", check, res.injected, err)
-		want := "read: "
-		if check {
-			want = "the cache disagrees with pebble"
-		}
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("check %v: a stale cache entry (%s) went unnoticed: %v", check, res.injected, err)
-		}
-	}
+	expectHeldFaultCaught(t, 1, staleParent, "a stale cache entry")
 }
 
 // Negative control of TestRowCacheHeldMetamorphic: an entry lost from a
 // keyspace still marked complete is caught by the reads (and by checkCache).
 func TestRowCacheHeldCatchesLost(t *testing.T) {
+	expectHeldFaultCaught(t, 2, lostParent, "a lost cache entry")
+}
+
+// expectHeldFaultCaught runs heldRun with fault on seed, once with the
+// reads alone and once with checkCache, and fails unless the fault fired
+// and each run reported it.
+func expectHeldFaultCaught(t *testing.T, seed int64, fault heldFault, what string) {
+	t.Helper()
 	for _, check := range []bool{false, true} {
-		res, err := heldRun(2, lostParent, check)
+		res, err := heldRun(seed, fault, check)
 		if res.injected == "" {
 			t.Fatalf("check %v: the fault did not fire", check)
 		}
@@ -422,7 +417,7 @@ func TestRowCacheHeldCatchesLost(t *testing.T) {
 			want = "the cache disagrees with pebble"
 		}
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("check %v: a lost cache entry (%s) went unnoticed: %v", check, res.injected, err)
+			t.Fatalf("check %v: %s (%s) went unnoticed: %v", check, what, res.injected, err)
 		}
 	}
 }
