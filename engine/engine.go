@@ -59,6 +59,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
+	"github.com/cdcjoin/cdcjoin/memstate"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 	"github.com/cdcjoin/cdcjoin/skew"
@@ -172,7 +173,7 @@ type Engine struct {
 	// Bulk load of a new state's snapshot (bulk.go); bulk is nil when not
 	// loading.
 	bulk  *bulkload.Loader
-	pbulk *memState // a plan's (planbulk.go)
+	pbulk *memstate.State // a plan's (planbulk.go)
 	// pbulkLimit overrides state.bulk_load_mb (bytes, tests); pbulkDrop
 	// leaves rows out of the load (tests: the negative control).
 	pbulkLimit   int

@@ -15,6 +15,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/engine"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
 )
@@ -214,29 +215,8 @@ func diffTraces(want, got *planTrace) string {
 		name      string
 		want, got map[string]string
 	}{{"state after the snapshot", want.snapState, got.snapState}, {"final state", want.finalState, got.finalState}, {"metadata", want.meta, got.meta}} {
-		if d := diffMaps(s.want, s.got); d != "" {
+		if d := testkit.StateDiff(s.want, s.got); d != "" {
 			return s.name + ": " + d
-		}
-	}
-	return ""
-}
-
-func diffMaps(want, got map[string]string) string {
-	keys := make([]string, 0, len(want)+len(got))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		w, wok := want[k]
-		g, gok := got[k]
-		if w != g || wok != gok {
-			return fmt.Sprintf("%d entries, want %d; key %q: row by row %q (%v), bulk %q (%v)", len(got), len(want), k, w, wok, g, gok)
 		}
 	}
 	return ""
@@ -405,11 +385,11 @@ func runPlanBulkCrash(t *testing.T, sql, mode string, seed int64) {
 		t.Fatalf("seed %d: crash points not reached: %v, sink failure %v, %d records bulk loaded", seed, crashAt, fail.fired, loaded)
 	}
 	state, meta := dumpState(t, e)
-	if d := diffMaps(want.finalState, state); d != "" {
+	if d := testkit.StateDiff(want.finalState, state); d != "" {
 		t.Fatalf("seed %d: final state after crashes: %s", seed, d)
 	}
 	delete(meta, "Mstream") // a changelog state's stream name (the reference ran without one)
-	if d := diffMaps(want.meta, meta); d != "" {
+	if d := testkit.StateDiff(want.meta, meta); d != "" {
 		t.Fatalf("seed %d: final metadata after crashes: %s", seed, d)
 	}
 	switch mode {
@@ -430,7 +410,7 @@ func runPlanBulkCrash(t *testing.T, sql, mode string, seed int64) {
 			t.Fatalf("seed %d: the changelog after crashes differs from the row-by-row run's changes at %d:\n- %s\n+ %s", seed, n, x, y)
 		}
 	case "upsert":
-		if d := diffMaps(want.last, upsert); d != "" {
+		if d := testkit.StateDiff(want.last, upsert); d != "" {
 			t.Fatalf("seed %d: the upsert sink after crashes: %s", seed, d)
 		}
 	}

@@ -1,7 +1,36 @@
 package kafkarun
 
+import "github.com/cdcjoin/cdcjoin/joinstate"
+
 // PaceByTime makes o's workers step their work in progress by time even
 // with a sink.Positioned, as upsert mode does (the negative control of
 // stepping by input: a batch re-created after a crash then cuts other
 // chunks).
 func PaceByTime(o *Options) { o.paceByTime = true }
+
+// RebuildHooks are the probes and faults of plan-stage rebuilds a test
+// sets on Options (SetRebuildHooks; see testHooks).
+type RebuildHooks struct {
+	// BulkLimit (bytes), if > 0, replaces state.bulk_load_mb for a plan
+	// stage's bulk rebuild.
+	BulkLimit int
+	// BulkDrop: a plan stage's bulk rebuild leaves out the rows whose
+	// group starts with it (the negative control).
+	BulkDrop []byte
+	// BulkSkip: a plan stage's bulk rebuild skips the stage records it
+	// returns true for (the negative control).
+	BulkSkip func(stage int, partition int32, offset int64) bool
+	// BulkKill is called after a plan stage's bulk rebuild wrote its
+	// tables, before the ingest: an error fails the rebuild there.
+	BulkKill func(stage int, partition int32) error
+	// CaughtUp is called on a worker's goroutine when its partition's
+	// state reached the committed position (stage 0: the regular join).
+	CaughtUp func(stage int, partition int32, st *joinstate.Store)
+}
+
+// SetRebuildHooks sets h on o and returns how many rows BulkDrop dropped
+// so far.
+func SetRebuildHooks(o *Options, h RebuildHooks) (dropped func() uint64) {
+	o.hooks = &testHooks{bulkLimit: h.BulkLimit, bulkDrop: h.BulkDrop, bulkSkip: h.BulkSkip, bulkKill: h.BulkKill, caughtUp: h.CaughtUp}
+	return o.hooks.bulkDropped.Load
+}

@@ -6,7 +6,9 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/keyed"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/skew"
+	"github.com/cdcjoin/cdcjoin/stage"
 )
 
 // The join stage's operator (the wiring of the operator contract, package
@@ -56,6 +58,15 @@ type Operator struct {
 	// rebuild begins. Without it a new partition is rebuilt record by
 	// record through Step.
 	BulkRebuild func(t keyed.State) error
+	// StateStep, if set, says the operator keeps its state as a
+	// stage.State (a plan's stage, stage.KeyedState over the partition's
+	// transaction) and can be rebuilt in bulk by stepping the log's
+	// records up to the group's committed offset on another stage.State
+	// (a memstate.State, written out in key order: rebuild.go), nothing
+	// sent or emitted; it steps one such record (m's Pos and Version set).
+	// The operator must keep nothing in memory between records (the
+	// worker goes on row by row with the same operator).
+	StateStep func(st stage.State, m *keyedlog.Msg) error
 	// Committed, if set, is called on the worker's goroutine after each
 	// committed batch (metrics from the operator's counters).
 	Committed func()

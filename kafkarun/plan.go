@@ -14,6 +14,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/joinstate"
+	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/plan"
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/sink"
@@ -49,9 +50,13 @@ import (
 // into these topics: every stage's rows as load records of its keyed
 // topic, the tables' index entries on the partitions they record.
 //
-// Not yet for plans: bulk rebuilds (a moved partition of a stage
-// is rebuilt record by record from its log), hot-key salting and chunked
-// fan-outs (a stage does each input's fan-out at once).
+// A stage's partition without local state (moved, or the disk lost) is
+// rebuilt in bulk from its log up to the group's committed offset, as the
+// regular join's is (rebuild.go: the same operator on an in-memory state,
+// ingested with the position), the rest row by row.
+//
+// Not yet for plans: hot-key salting and chunked fan-outs (a stage does
+// each input's fan-out at once).
 
 // planRun is what Run keeps of a plan (nil in deps for the regular join).
 type planRun struct {
@@ -211,7 +216,9 @@ func (j *joinStage) planOperator(of OperatorFor) (Operator, error) {
 		j.m.StageForwarded.WithLabelValues(strconv.Itoa(j.def.n)).Add(float64(op.Sent.Records - sent))
 		last, sent = st, op.Sent.Records
 	}
-	return Operator{Operator: op, Committed: committed}, nil
+	quiet := keyedlog.Out{Emit: driver.Discard, Quiet: true} // a bulk rebuild sends and emits nothing
+	step := func(st stage.State, m *keyedlog.Msg) error { return op.StepOn(st, m, quiet) }
+	return Operator{Operator: op, StateStep: step, Committed: committed}, nil
 }
 
 // discardSink is the sink of a plan stage before the last: it never gets a

@@ -52,6 +52,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +63,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/job"
+	"github.com/cdcjoin/cdcjoin/joinstate"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/metrics"
 	"github.com/cdcjoin/cdcjoin/registry"
@@ -109,6 +111,33 @@ type Options struct {
 	// paceByTime (tests: PaceByTime) steps work in progress by time even
 	// with a sink.Positioned: the negative control of stepping by input.
 	paceByTime bool
+	// hooks: the tests' probes and faults (export_test.go); nil otherwise.
+	hooks *testHooks
+}
+
+// testHooks are probes and faults for the tests (export_test.go), shared
+// by every stage of a Run.
+type testHooks struct {
+	// bulkLimit, if > 0, ends a plan stage's bulk rebuild once its state
+	// takes this many bytes (instead of state.bulk_load_mb).
+	bulkLimit int
+	// bulkDrop, if set, makes a plan stage's bulk rebuild leave out the
+	// rows whose group starts with it, counted in bulkDropped (the
+	// negative control of the rebuild's equivalence).
+	bulkDrop    []byte
+	bulkDropped atomic.Uint64
+	// bulkSkip, if set, makes a plan stage's bulk rebuild skip the stage
+	// records it returns true for (the negative control: a rebuild that
+	// loses records).
+	bulkSkip func(stage int, partition int32, offset int64) bool
+	// bulkKill, if set, is called when a plan stage's bulk rebuild has
+	// written its tables, before they are ingested with the position: an
+	// error fails the rebuild there (a crash mid-rebuild).
+	bulkKill func(stage int, partition int32) error
+	// caughtUp, if set, is called on a join worker's goroutine when its
+	// partition's state reached the committed position (stage 0: the
+	// regular join), with the state as of then.
+	caughtUp func(stage int, partition int32, st *joinstate.Store)
 }
 
 // deps is what the stages of Run are made with (one value instead of a
@@ -129,6 +158,8 @@ type deps struct {
 	plan *planRun
 	// paceByTime: Options.paceByTime.
 	paceByTime bool
+	// hooks: Options.hooks (never nil: empty without tests).
+	hooks *testHooks
 }
 
 // Run runs the job until ctx is done, then drains: the batch in progress
@@ -221,7 +252,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		}
 		return err
 	}
-	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, tm: tm, newOp: opts.Operator, plan: pr, paceByTime: opts.paceByTime}
+	d := &deps{cfg: cfg, spec: spec, base: base, adm: adm, top: top, log: log, m: m, sm: sm, tm: tm, newOp: opts.Operator, plan: pr, paceByTime: opts.paceByTime, hooks: opts.hooks}
+	if d.hooks == nil {
+		d.hooks = &testHooks{}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

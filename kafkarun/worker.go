@@ -250,8 +250,10 @@ func (w *worker) run() {
 				w.fail("worker", err)
 				return
 			}
+			// Caught up when the rebuild reached the committed position,
+			// before the records after it are applied.
+			w.checkCatchUp(false)
 			if len(recs) == 0 {
-				w.checkCatchUp(false)
 				continue
 			}
 		}
@@ -498,6 +500,9 @@ func (w *worker) countCatchUp(recs []*kgo.Record) {
 func (w *worker) checkCatchUp(idle bool) {
 	if w.caught.Load() || !idle && w.pos.Load() < w.cu.target {
 		return
+	}
+	if h := w.j.hooks.caughtUp; h != nil {
+		h(w.j.def.n, w.p, w.store)
 	}
 	d := time.Since(w.cu.began)
 	w.j.m.CatchUpSeconds.WithLabelValues("join", w.cu.mode).Observe(d.Seconds())

@@ -38,6 +38,9 @@ type Metrics struct {
 	// StateRebuilt counts keyed records applied while rebuilding a moved
 	// partition's state (nothing emitted).
 	StateRebuilt prometheus.Counter
+	// StateRebuiltBulk counts the records of StateRebuilt applied by a
+	// bulk rebuild (sorted tables ingested) rather than row by row.
+	StateRebuiltBulk prometheus.Counter
 	// IndexRestoreRecords counts changelog records read to bring a keying
 	// index up to date, by side and mode (rebuild: from the log start;
 	// catch-up: after the local index's position; reuse: nothing to read).
@@ -98,6 +101,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		StateRebuilt: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cdcjoin_state_rebuild_records_total", Help: "Keyed records applied without emitting while rebuilding moved state.",
 		}),
+		StateRebuiltBulk: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cdcjoin_state_rebuild_bulk_records_total", Help: "Keyed records of cdcjoin_state_rebuild_records_total applied by a bulk rebuild (sorted tables ingested).",
+		}),
 		IndexRestoreRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdcjoin_keying_index_restore_records_total", Help: "Index changelog records read to bring a keying index up to date, by side and mode (rebuild, catch-up, reuse).",
 		}, []string{"side", "mode"}),
@@ -139,7 +145,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"stage"}),
 	}
 	if err := register(reg, m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.KeyingLag, m.Changes,
-		m.FanOut, m.StateRebuilt, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
+		m.FanOut, m.StateRebuilt, m.StateRebuiltBulk, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
 		m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords,
 		m.StageInputs, m.StageForwarded, m.StageLag, m.StageOwned); err != nil {
 		return nil, err

@@ -219,14 +219,22 @@ func (op *Operator) Advance(keyed.State, int, keyedlog.Out) (int, error) { retur
 
 // Step implements driver.Operator: one record of the stage's log.
 func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error {
-	if m.Kind != keyedlog.KindStage {
-		return fmt.Errorf("cdcjoin: plan stage %d: unexpected record kind %d in its log", op.n, m.Kind)
-	}
 	sc, ok := t.(scanner)
 	if !ok {
 		return errors.New("cdcjoin: plan stage: the state cannot scan rows across groups")
 	}
 	op.kv = keyedState{t: t, scan: sc}
+	return op.StepOn(&op.kv, m, out)
+}
+
+// StepOn is Step on a State: the same record applied the same way, to st
+// (run's bulk rebuild of a stage partition steps its log on an in-memory
+// State with a Quiet out, then writes that State out: the same rows and
+// values Step leaves in the pebble state over KeyedState).
+func (op *Operator) StepOn(st State, m *keyedlog.Msg, out keyedlog.Out) error {
+	if m.Kind != keyedlog.KindStage {
+		return fmt.Errorf("cdcjoin: plan stage %d: unexpected record kind %d in its log", op.n, m.Kind)
+	}
 	op.o = out
 	k := m.Key
 	if len(k) < 1 {
@@ -246,7 +254,7 @@ func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error
 			if op.vals, err = row.DecodeRow(op.vals[:0], m.Value[1+n:]); err != nil {
 				return err
 			}
-			return op.mat.Load(&op.kv, rk, id, ver, op.vals)
+			return op.mat.Load(st, rk, id, ver, op.vals)
 		}
 		op.d = Delta{Op: row.Retract, ID: id}
 		if m.Value != nil {
@@ -255,11 +263,11 @@ func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error
 			}
 			op.d.Op, op.d.Row = row.Upsert, op.vals
 		}
-		return op.mat.ApplyAt(&op.kv, rk, &op.d, m.Version, op.output)
+		return op.mat.ApplyAt(st, rk, &op.d, m.Version, op.output)
 	case op.join == nil:
 		return fmt.Errorf("%w: stage record %q in the materializer's log", row.ErrCorrupt, k[0])
 	case k[0] == recClear && len(k) == 2:
-		return op.join.Clear(&op.kv, Side(k[1]), m.Version, op.emitter())
+		return op.join.Clear(st, Side(k[1]), m.Version, op.emitter())
 	case k[0] == recInput && len(k) >= 2:
 		s := Side(k[1])
 		key, id, err := splitLen(k[2:])
@@ -277,14 +285,14 @@ func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error
 				if err != nil {
 					return err
 				}
-				return op.join.Load(&op.kv, s, key, id, f&flagMatchable != 0, ver, pad, vals)
+				return op.join.Load(st, s, key, id, f&flagMatchable != 0, ver, pad, vals)
 			}
 			if op.vals, err = row.DecodeRow(op.vals[:0], m.Value[1:]); err != nil {
 				return err
 			}
 			op.in = Input{Key: key, ID: id, Row: op.vals, Matchable: m.Value[0]&flagMatchable != 0}
 		}
-		return op.join.Apply(&op.kv, s, &op.in, m.Version, op.emitter())
+		return op.join.Apply(st, s, &op.in, m.Version, op.emitter())
 	}
 	return fmt.Errorf("%w: stage record kind %q", row.ErrCorrupt, k[0])
 }
@@ -341,6 +349,11 @@ func (op *Operator) output(d *Delta) error {
 	}
 	return op.o.Emit(c)
 }
+
+// IsClearRecord reports whether key, a stage record's key after its kind
+// (keyedlog.Msg.Key of a keyedlog.KindStage record), is a clear of a side
+// (a truncate: a scan across the side's groups).
+func IsClearRecord(key []byte) bool { return len(key) > 0 && key[0] == recClear }
 
 // scanner is the scan across groups a State needs (joinstate.Txn has it).
 type scanner interface {
