@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,21 @@ func TestPlanBulkRebuild(t *testing.T) {
 	}
 }
 
+// TestPlanRebuildTime measures the rebuild of a chain's stage partitions
+// in bulk and row by row (CDCJOIN_REBUILD_ROWS rows per table; skipped
+// without it), with every check of TestPlanBulkRebuild. It logs the
+// partitions' catch-up seconds (cdcjoin_catchup_seconds{mode="rebuild"}:
+// sum over the stage partitions, and their count) of each run and the
+// load; it asserts no timing.
+func TestPlanRebuildTime(t *testing.T) {
+	brokers := testenv.Require(t, testenv.KafkaEnv, "Kafka")
+	n, err := strconv.Atoi(os.Getenv("CDCJOIN_REBUILD_ROWS"))
+	if err != nil || n <= 0 {
+		t.Skip("set CDCJOIN_REBUILD_ROWS to the rows per table to measure")
+	}
+	runPlanRebuild(t, brokers, clusterSeed(t), testkit.MultiQueries["chain-full-full"], rebuildCase{rows: n})
+}
+
 // TestPlanBulkRebuildNegativeControl: a bulk rebuild that skips every
 // 10th record of stage 2's log, and one that leaves out stage 1's rows,
 // are caught by the comparison with the row-by-row rebuild.
@@ -86,6 +102,7 @@ type rebuildCase struct {
 	kill      bool // B's first bulk rebuild is killed before its ingest
 	control   bool // B's rebuild drops stage 1's rows (must be caught)
 	skip      bool // with control: B's rebuild skips every 10th record of stage 2's log instead
+	rows      int  // > 0: each table's snapshot rows (a measurement: the rebuild times are logged)
 }
 
 // rebuildProbe is what one run's hooks saw.
@@ -205,6 +222,29 @@ func rebuildCounter(t testing.TB, reg *prometheus.Registry, name string) float64
 	return 0
 }
 
+// logRebuildTime logs the rebuild's catch-up seconds (summed over the
+// stage partitions) and the load average.
+func logRebuildTime(t testing.TB, what string, reg *prometheus.Registry, wall time.Duration) {
+	t.Helper()
+	mfs, _ := reg.Gather() // see rebuildCounter
+	var sum float64
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != "cdcjoin_catchup_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if labelOf(m, "stage") == "join" && labelOf(m, "mode") == "rebuild" {
+				sum += m.GetHistogram().GetSampleSum()
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("rebuild %s: %d stage partitions, %.2f s of catch-up in all (%.2f s per partition), %.1f s to all caught up; load %s",
+		what, n, sum, sum/float64(max(n, 1)), wall.Seconds(), strings.TrimSpace(string(load)))
+}
+
 // groupOffsets returns group's committed offsets on topic.
 func groupOffsets(t testing.TB, adm *kadm.Client, group, topic string) map[int32]int64 {
 	t.Helper()
@@ -283,6 +323,11 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	if testing.Short() {
 		opts.Ops = 600
 	}
+	wait := 3 * time.Minute
+	if rc.rows > 0 {
+		opts.Rows, opts.SnapshotRerun, opts.Redeliver = rc.rows, false, 0
+		wait += time.Duration(rc.rows) * 5 * time.Millisecond
+	}
 	if rc.truncates {
 		opts.Partitions = 1
 	}
@@ -353,6 +398,7 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	if serr := in.stop(t); serr != nil {
 		t.Fatalf("seed %d: Run A: %v", seed, serr)
 	}
+	t.Logf("seed %d: run A: %d rows equal replay's", seed, len(wantHead))
 	if err != nil || diff != "" {
 		t.Fatalf("seed %d: run A: %v\n%s", seed, err, diff)
 	}
@@ -408,7 +454,11 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	reset()
 	pr := newRebuildProbe()
 	in, reg, _ := run(mkJob("r", "r", -1), pr, kafkarun.RebuildHooks{}, m)
-	waitFor(t, 3*time.Minute, "the row-by-row rebuild", done(in, pr))
+	began := time.Now()
+	waitFor(t, wait, "the row-by-row rebuild", done(in, pr))
+	if rc.rows > 0 {
+		logRebuildTime(t, "row by row", reg, time.Since(began))
+	}
 	rowBulk := rebuildCounter(t, reg, "cdcjoin_state_rebuild_bulk_records_total")
 	rebuiltR := rebuildCounter(t, reg, "cdcjoin_state_rebuild_records_total")
 	if err := in.stop(t); err != nil {
@@ -460,6 +510,7 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	}
 	cfgB := mkJob("b", "b", 256)
 	in, reg, dropped := run(cfgB, pb, hk, sinkB)
+	began = time.Now()
 	if rc.kill {
 		select {
 		case <-in.done:
@@ -487,7 +538,10 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 		hk.BulkKill = func(int, int32) error { kills.Add(1); return nil }
 		in, reg, dropped = run(cfgB, pb, hk, sinkB)
 	}
-	waitFor(t, 3*time.Minute, "the bulk rebuild", done(in, pb))
+	waitFor(t, wait, "the bulk rebuild", done(in, pb))
+	if rc.rows > 0 {
+		logRebuildTime(t, "in bulk", reg, time.Since(began))
+	}
 	bulk := rebuildCounter(t, reg, "cdcjoin_state_rebuild_bulk_records_total")
 
 	// The comparison.
