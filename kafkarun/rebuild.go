@@ -62,8 +62,16 @@ import (
 // state.bulk_load_mb (an estimate of its memory).
 
 // rebuildIdle ends a bulk rebuild that has received no input for this
-// long.
-const rebuildIdle = 500 * time.Millisecond
+// long, rebuildStartIdle one that has received none yet. Only a fallback:
+// the epoch markers every Run writes at its start lie at or after the
+// committed offset, so a rebuild normally ends at the first record at or
+// after it. An early end costs only speed (the rest goes row by row), but
+// a short wait ended rebuilds under load before their first fetch came
+// back (500 ms: most of a loaded machine's rebuilds went row by row).
+const (
+	rebuildIdle      = 2 * time.Second
+	rebuildStartIdle = 10 * time.Second
+)
 
 // rebuild is a worker's bulk rebuild in progress: of the regular join's
 // state (kr) or of a plan stage's (sr).
@@ -145,10 +153,13 @@ func (w *worker) startRebuild(dir string, hasState bool) error {
 }
 
 // idle returns a channel that fires when a bulk rebuild has waited for
-// input for rebuildIdle, or a row-by-row catch-up for catchUpIdle (nil
+// input for rebuildIdle (rebuildStartIdle before its first record), or a
+// row-by-row catch-up for catchUpIdle (nil
 // when neither is in progress).
 func (w *worker) idle() <-chan time.Time {
 	switch {
+	case w.rb != nil && w.rb.last() < 0:
+		return time.After(rebuildStartIdle)
 	case w.rb != nil:
 		return time.After(rebuildIdle)
 	case !w.caught.Load():

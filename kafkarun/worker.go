@@ -147,6 +147,7 @@ type worker struct {
 	caught   atomic.Bool
 	cuTarget atomic.Int64
 	cu       joinCatchUp
+	probed   bool // testHooks.caughtUp was called
 }
 
 // errAbandoned ends a batch that could not finish before the drain deadline.
@@ -449,7 +450,8 @@ func (w *worker) busyFor(now time.Time) time.Duration {
 }
 
 // catchUpIdle ends a join partition's row-by-row catch-up that has received
-// no input for this long (bulk rebuilds end at rebuildIdle).
+// no input for this long (bulk rebuilds end at rebuildIdle, or
+// rebuildStartIdle).
 const catchUpIdle = 2 * time.Second
 
 // joinCatchUp is a worker's catch-up in progress (worker goroutine only).
@@ -498,11 +500,12 @@ func (w *worker) countCatchUp(recs []*kgo.Record) {
 // checkCatchUp ends the catch-up once the durable position reached its
 // target, or when idle (no input for catchUpIdle).
 func (w *worker) checkCatchUp(idle bool) {
+	if h := w.j.hooks.caughtUp; h != nil && !w.probed && w.cu.target > 0 && w.pos.Load() >= w.cu.target {
+		w.probed = true // (tests) the state as of reaching the committed position
+		h(w.j.def.n, w.p, w.store)
+	}
 	if w.caught.Load() || !idle && w.pos.Load() < w.cu.target {
 		return
-	}
-	if h := w.j.hooks.caughtUp; h != nil {
-		h(w.j.def.n, w.p, w.store)
 	}
 	d := time.Since(w.cu.began)
 	w.j.m.CatchUpSeconds.WithLabelValues("join", w.cu.mode).Observe(d.Seconds())
