@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,7 +225,7 @@ func rebuildCounter(t testing.TB, reg *prometheus.Registry, name string) float64
 
 // logRebuildTime logs the rebuild's catch-up seconds (summed over the
 // stage partitions) and the load average.
-func logRebuildTime(t testing.TB, what string, reg *prometheus.Registry, wall time.Duration) {
+func logRebuildTime(t testing.TB, what string, reg *prometheus.Registry, wall time.Duration, cpu float64) {
 	t.Helper()
 	mfs, _ := reg.Gather() // see rebuildCounter
 	var sum float64
@@ -241,8 +242,17 @@ func logRebuildTime(t testing.TB, what string, reg *prometheus.Registry, wall ti
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("rebuild %s: %d stage partitions, %.2f s of catch-up in all (%.2f s per partition), %.1f s to all caught up; load %s",
-		what, n, sum, sum/float64(max(n, 1)), wall.Seconds(), strings.TrimSpace(string(load)))
+	t.Logf("rebuild %s: %d stage partitions, %.2f s of catch-up in all (%.2f s per partition), %.1f s and %.1f CPU-s of the process to all caught up; load %s",
+		what, n, sum, sum/float64(max(n, 1)), wall.Seconds(), cpu, strings.TrimSpace(string(load)))
+}
+
+// cpuSeconds is the process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // groupOffsets returns group's committed offsets on topic.
@@ -454,10 +464,10 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	reset()
 	pr := newRebuildProbe()
 	in, reg, _ := run(mkJob("r", "r", -1), pr, kafkarun.RebuildHooks{}, m)
-	began := time.Now()
+	began, cpu := time.Now(), cpuSeconds()
 	waitFor(t, wait, "the row-by-row rebuild", done(in, pr))
 	if rc.rows > 0 {
-		logRebuildTime(t, "row by row", reg, time.Since(began))
+		logRebuildTime(t, "row by row", reg, time.Since(began), cpuSeconds()-cpu)
 	}
 	rowBulk := rebuildCounter(t, reg, "cdcjoin_state_rebuild_bulk_records_total")
 	rebuiltR := rebuildCounter(t, reg, "cdcjoin_state_rebuild_records_total")
@@ -510,7 +520,7 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	}
 	cfgB := mkJob("b", "b", 256)
 	in, reg, dropped := run(cfgB, pb, hk, sinkB)
-	began = time.Now()
+	began, cpu = time.Now(), cpuSeconds()
 	if rc.kill {
 		select {
 		case <-in.done:
@@ -540,7 +550,7 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	}
 	waitFor(t, wait, "the bulk rebuild", done(in, pb))
 	if rc.rows > 0 {
-		logRebuildTime(t, "in bulk", reg, time.Since(began))
+		logRebuildTime(t, "in bulk", reg, time.Since(began), cpuSeconds()-cpu)
 	}
 	bulk := rebuildCounter(t, reg, "cdcjoin_state_rebuild_bulk_records_total")
 	rebuiltB := rebuildCounter(t, reg, "cdcjoin_state_rebuild_records_total")
