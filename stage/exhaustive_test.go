@@ -412,6 +412,10 @@ func compileQuery(t testing.TB, sql string) (*query.Query, *plan.Plan) {
 
 func newHarness(t testing.TB, q *query.Query, p *plan.Plan) *harness {
 	h := &harness{t: t, q: q, p: p, pl: NewPipeline(p), kv: NewMemState(), sinks: newSinks(), items: map[string][]int{}, names: p.Names()}
+	// Every input the Feeders mark absent is checked to be so.
+	for _, j := range h.pl.joins {
+		j.verifyAbsent = true
+	}
 	shared := map[string]map[int64][]row.Value{}
 	for i, f := range q.From {
 		if shared[f.Table] == nil {

@@ -63,7 +63,9 @@ func (f *Feeder) position(dst []byte, r []row.Value) (key []byte, keep, matchabl
 }
 
 // Feed turns d into inputs for apply (the Input is reused after apply
-// returns).
+// returns). d.Prev, when set, must be the row the side was last fed for
+// d.ID (what the Keyer, Join and Filter emit): an upsert whose previous
+// row the side did not keep at the same position is marked Input.Absent.
 func (f *Feeder) Feed(d *Delta, apply func(*Input) error) error {
 	var err error
 	var newKeep, newM, oldKeep bool
@@ -89,7 +91,10 @@ func (f *Feeder) Feed(d *Delta, apply func(*Input) error) error {
 		}
 	}
 	if newKeep {
-		f.in = Input{Key: f.newKey, ID: d.ID, Row: d.Row, Matchable: newM}
+		// The side holds d.ID at the old position, if it kept it (d.Prev
+		// is what it stored): elsewhere or nowhere, it is absent here.
+		absent := !oldKeep || string(f.oldKey) != string(f.newKey)
+		f.in = Input{Key: f.newKey, ID: d.ID, Row: d.Row, Matchable: newM, Absent: absent}
 		return apply(&f.in)
 	}
 	return nil

@@ -32,12 +32,19 @@ const Unmatchable = 0xFE
 // (Key: its join key, or []byte{Unmatchable}), its identity and, for an
 // upsert, its row and whether it may match (its key has no NULL and its
 // match condition is TRUE; a row at Unmatchable never matches).
+//
+// Absent, on an upsert, says the side holds no row with the identity at
+// Key (a new row, or one that moved to Key or came back through the
+// side's filter), so the Join skips reading it: the Feeder knows it from
+// the change (no Prev, or Prev at another position or filtered out). A
+// caller that does not know leaves it false (the Join reads).
 type Input struct {
 	Delete    bool
 	Key       []byte
 	ID        []byte
 	Row       []row.Value
 	Matchable bool
+	Absent    bool
 }
 
 // Delta is one change of a row: a base row (Keyer), or an output row of a
@@ -83,6 +90,10 @@ type Join struct {
 	delta      Delta
 	fan        uint64
 	scanPrefix []byte
+
+	// verifyAbsent: read an Absent input's row anyway and fail if it
+	// exists (the tests' check of the Feeders' hints).
+	verifyAbsent bool
 }
 
 type record struct {
@@ -273,9 +284,15 @@ func (j *Join) Apply(kv State, s Side, in *Input, version uint64, emit Emit) err
 func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 	o := s.other()
 	padS, padO := j.pads(s), j.pads(o)
-	had, err := j.read(kv, in.Key, s, in.ID, &j.old)
-	if err != nil {
-		return err
+	var had bool
+	var err error
+	if !in.Absent || j.verifyAbsent {
+		if had, err = j.read(kv, in.Key, s, in.ID, &j.old); err != nil {
+			return err
+		}
+		if had && in.Absent {
+			return fmt.Errorf("cdcjoin: stage %d: internal: an input of side %c marked absent has a row at its key", j.n, s)
+		}
 	}
 	if had && j.old.matchable == in.Matchable && equalRows(j.old.row, in.Row) {
 		return nil
