@@ -24,6 +24,9 @@ const (
 	// ShapeChain is the issue's chain, users ⋈ domains ⋈ dns_records
 	// (ChainQuery), on a cdcgen multi-table history.
 	ShapeChain = "chain"
+	// ShapeStar is the issue's fact with two dimensions, domains ⋈ users
+	// ⋈ registrars (StarQuery), on a cdcgen multi-table history.
+	ShapeStar = "star"
 )
 
 // ChainQuery is the chain benchmark's query (INNER at both joins, so that
@@ -39,6 +42,28 @@ JOIN dns_records r ON r.domain_id = d.id`
 const ChainTwoQuery = `SELECT u.id AS user_id, u.firstname, u.lastname, d.id AS domain_id, d.domain_name
 FROM users u
 JOIN domains d ON d.user_id = u.id`
+
+// StarQuery is the star benchmark's query: the fact (domains) joined with
+// its two dimensions, INNER at both joins.
+const StarQuery = `SELECT d.id AS domain_id, d.domain_name, u.id AS user_id, u.firstname, u.lastname,
+       g.id AS registrar_id, g.name AS registrar
+FROM domains d
+JOIN users u ON u.id = d.user_id
+JOIN registrars g ON g.id = d.registrar_id`
+
+// StarTables is the star's schema for a snapshot of rows source rows:
+// users (1/5 of them, REPLICA IDENTITY FULL), registrars (1/50, FULL) and
+// domains (the rest: about four per user and 39 per registrar, user_id
+// never NULL, registrar_id NULL for 1/8, REPLICA IDENTITY DEFAULT); every
+// table has an unprojected note column.
+func StarTables(rows int64) []cdcgen.MultiTable {
+	t := cdcgen.Schema4()
+	users, registrars, domains := t[0], t[1], t[2]
+	users.Rows = int(max(1, rows/5))
+	registrars.Rows = int(max(1, rows/50))
+	domains.Rows = int(max(1, rows-int64(users.Rows)-int64(registrars.Rows)))
+	return []cdcgen.MultiTable{users, registrars, domains}
+}
 
 // ChainTables is the chain's schema for a snapshot of rows source rows:
 // users (1/7 of them, REPLICA IDENTITY FULL), domains (2/7: two per user
@@ -63,25 +88,37 @@ func ChainTables(rows int64) []cdcgen.MultiTable {
 // redelivered; no truncates, TOAST placeholders or snapshot rerun (which
 // the peers cannot read). Records[:Stats.Snapshot] are the snapshot.
 func ChainHistory(o Options) (*cdcgen.MultiHistory, error) {
+	return shapeHistory(o, ChainTables(o.withDefaults().Workload.Rows))
+}
+
+// StarHistory is ChainHistory over StarTables (the operations spread
+// evenly over users, registrars and domains).
+func StarHistory(o Options) (*cdcgen.MultiHistory, error) {
+	return shapeHistory(o, StarTables(o.withDefaults().Workload.Rows))
+}
+
+// shapeHistory is the history of ChainHistory's settings over tables.
+func shapeHistory(o Options, tables []cdcgen.MultiTable) (*cdcgen.MultiHistory, error) {
 	o = o.withDefaults()
 	w := o.Workload
 	ops := w.CDCEvents
 	if ops == 0 {
 		ops = max(w.Rows/5, 20000)
 	}
-	mo := cdcgen.MultiOptions{Seed: w.Seed, Tables: ChainTables(w.Rows), Rows: 1, Ops: int(ops),
+	mo := cdcgen.MultiOptions{Seed: w.Seed, Tables: tables, Rows: 1, Ops: int(ops),
 		Partitions: w.Partitions, SchemaMode: cdcgen.SchemaOff, Redeliver: 0.02}
 	return cdcgen.GenerateMulti(mo)
 }
 
-// ChainJob is the job of sql over the chain's tables it names, with the
+// ChainJob is the job of sql over the tables it names (of the chain's and
+// the star's: cdcgen.Schema4), with the
 // state in stateDir and o's state settings (block cache, batch, sync,
 // memtable, row cache and bulk load memory when set); rowByRow turns the
 // bulk snapshot load off.
 func ChainJob(o Options, sql, stateDir string, rowByRow bool) (*config.Config, error) {
 	var b strings.Builder
 	b.WriteString("name: bench\ntables:\n")
-	for _, t := range ChainTables(10) {
+	for _, t := range cdcgen.Schema4() {
 		if strings.Contains(sql, " "+t.Name+" ") {
 			fmt.Fprintf(&b, "  %s: {topic: %s, key: id}\n", t.Name, t.Topic())
 		}
@@ -167,8 +204,9 @@ type PlanReport struct {
 	Options   map[string]any `json:"options"`
 }
 
-// RunPlan benchmarks a multi-table plan (shape ShapeChain) against the
-// two-table join on one generated history (ChainHistory), in memory:
+// RunPlan benchmarks a multi-table plan (shape ShapeChain or ShapeStar)
+// against the two-table join of users and domains on one generated history
+// (ChainHistory or StarHistory), in memory:
 // each round runs every system on a fresh state in the bench process —
 // the two-table join of users and domains on the parent/child core (bulk
 // snapshot, and row by row), the same query as a plan, and the chain
@@ -176,8 +214,9 @@ type PlanReport struct {
 // through engine.Run (decoding on one goroutine, joining on another, the
 // changes counted and dropped), timing the snapshot and the CDC records
 // separately (wall and process CPU), measuring the flushed state after
-// the snapshot, and then the fan-out of one rename of the user at the top
-// of the largest subtree. Every run's final join must equal the join of
+// the snapshot, and then the fan-out of one rename at the top of the
+// largest subtree (chain: a user; star: a registrar for the star, a user
+// for the two-table systems, which do not read registrars). Every run's final join must equal the join of
 // the generator's final tables (an error otherwise). With rounds > 1 the
 // systems alternate (interleaved), and the report has medians. It writes
 // report.json and REPORT.md into o.Dir; cpuProfile, if set, receives the
@@ -188,8 +227,8 @@ func RunPlan(ctx context.Context, o Options, shape string, rounds int, cpuProfil
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if shape != ShapeChain {
-		return nil, fmt.Errorf("cdcjoin: bench: shape %q: use %s", shape, ShapeChain)
+	if shape != ShapeChain && shape != ShapeStar {
+		return nil, fmt.Errorf("cdcjoin: bench: shape %q: use %s or %s", shape, ShapeChain, ShapeStar)
 	}
 	if o.Pipeline != PipelineEngine || o.ClickHouse != "" || len(o.Sweep) > 0 || o.StormCompare {
 		return nil, errors.New("cdcjoin: bench: --shape runs the replay path on one history (--rows): --pipeline kafka, --clickhouse, --sweep and --storm-compare do not apply")
@@ -200,9 +239,13 @@ func RunPlan(ctx context.Context, o Options, shape string, rounds int, cpuProfil
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cdcjoin: bench: %w", err)
 	}
-	o.progress(fmt.Sprintf("chain: generating the %s-row history", formatRows(o.Workload.Rows)))
+	o.progress(fmt.Sprintf("%s: generating the %s-row history", shape, formatRows(o.Workload.Rows)))
 	t0 := time.Now()
-	h, err := ChainHistory(o)
+	history, query, oracle := ChainHistory, ChainQuery, chainOracle
+	if shape == ShapeStar {
+		history, query, oracle = StarHistory, StarQuery, starOracle
+	}
+	h, err := history(o)
 	if err != nil {
 		return nil, err
 	}
@@ -213,33 +256,54 @@ func RunPlan(ctx context.Context, o Options, shape string, rounds int, cpuProfil
 		{PlanSystem: PlanSystem{Name: "two-table", Query: ChainTwoQuery, Core: "parent/child"}},
 		{PlanSystem: PlanSystem{Name: "two-table-rows", Query: ChainTwoQuery, Core: "parent/child", RowByRow: true}},
 		{PlanSystem: PlanSystem{Name: "two-table-plan", Query: ChainTwoQuery, Core: "plan"}},
-		{PlanSystem: PlanSystem{Name: "chain", Query: ChainQuery, Core: "plan"}},
-		{PlanSystem: PlanSystem{Name: "chain-rows", Query: ChainQuery, Core: "plan", RowByRow: true}},
+		{PlanSystem: PlanSystem{Name: shape, Query: query, Core: "plan"}},
+		{PlanSystem: PlanSystem{Name: shape + "-rows", Query: query, Core: "plan", RowByRow: true}},
 	}
-	top, rename, err := chainRename(h)
-	if err != nil {
-		return nil, err
+	// rename is the two-table systems' change at the top of the tree, and
+	// the chain's; topRename the star's (a registrar).
+	var rename, topRename engine.Record
+	if shape == ShapeChain {
+		top, r, err := chainRename(h)
+		if err != nil {
+			return nil, err
+		}
+		rename, topRename = r, r
+		rep.Fanout = fmt.Sprintf("one update of users.id=%d (firstname and lastname changed), the user with the most dns_records below it in the final tables", top)
+	} else {
+		users, r, err := starRename(h, "users")
+		if err != nil {
+			return nil, err
+		}
+		regs, g, err := starRename(h, "registrars")
+		if err != nil {
+			return nil, err
+		}
+		rename, topRename = r, g
+		rep.Fanout = fmt.Sprintf("two-table systems: one update of users.id=%d (firstname and lastname changed), the user with the most domains in the final tables; star systems: one update of registrars.id=%d (name changed), the registrar with the most domains", users, regs)
 	}
 	for _, s := range systems {
-		if err := s.prepare(o, h); err != nil {
+		s.rename = rename
+		if s.Query == query {
+			s.rename = topRename
+		}
+		if err := s.prepare(o, h, oracle); err != nil {
 			return nil, err
 		}
 	}
-	rep.Fanout = fmt.Sprintf("one update of users.id=%d (firstname and lastname changed), the user with the most dns_records below it in the final tables", top)
 	for round := 1; round <= rounds; round++ {
 		for _, s := range systems {
 			prof := ""
-			if round == 1 && s.Name == "chain" {
+			if round == 1 && s.Name == shape {
 				prof = cpuProfile
 			}
-			run, err := s.run(ctx, o, filepath.Join(o.Dir, "state-"+s.Name), rename, prof)
+			run, err := s.run(ctx, o, filepath.Join(o.Dir, "state-"+s.Name), s.rename, prof)
 			if err != nil {
 				return nil, fmt.Errorf("cdcjoin: bench: %s round %d: %w", s.Name, round, err)
 			}
 			run.Round, run.LoadAvg = round, loadAvg()
 			rep.Runs = append(rep.Runs, run)
-			o.progress(fmt.Sprintf("chain: round %d/%d: %s: snapshot %.0f records/s (%.1f CPU µs/record), cdc %.0f records/s (%.1f CPU µs/record), fan-out %d changes",
-				round, rounds, s.Name, float64(s.SnapshotRecords)/run.SnapshotSeconds, 1e6*run.SnapshotCPU/float64(s.SnapshotRecords),
+			o.progress(fmt.Sprintf("%s: round %d/%d: %s: snapshot %.0f records/s (%.1f CPU µs/record), cdc %.0f records/s (%.1f CPU µs/record), fan-out %d changes",
+				shape, round, rounds, s.Name, float64(s.SnapshotRecords)/run.SnapshotSeconds, 1e6*run.SnapshotCPU/float64(s.SnapshotRecords),
 				float64(s.CDCRecords)/run.CDCSeconds, 1e6*run.CDCCPU/float64(s.CDCRecords), run.FanoutChanges))
 		}
 	}
@@ -256,12 +320,13 @@ func RunPlan(ctx context.Context, o Options, shape string, rounds int, cpuProfil
 type planSystem struct {
 	PlanSystem
 	snap, cdc []engine.Record
-	want      []string // the expected final rows, sorted JSON
-	fanout    int64    // joined rows below the renamed user
+	want      []string      // the expected final rows, sorted JSON
+	rename    engine.Record // the change at the top of the tree
 }
 
-// prepare selects s's records and computes its expected final join.
-func (s *planSystem) prepare(o Options, h *cdcgen.MultiHistory) error {
+// prepare selects s's records and computes its expected final join
+// (oracle: chainOracle or starOracle, the shape's).
+func (s *planSystem) prepare(o Options, h *cdcgen.MultiHistory, oracle func(cdcgen.MultiTables, []string) []string) error {
 	cfg, err := ChainJob(o, s.Query, o.Dir, s.RowByRow)
 	if err != nil {
 		return err
@@ -286,7 +351,7 @@ func (s *planSystem) prepare(o Options, h *cdcgen.MultiHistory) error {
 		}
 	}
 	s.SnapshotRecords, s.CDCRecords = int64(len(s.snap)), int64(len(s.cdc))
-	s.want = chainOracle(h.Final, cfg.TableNames())
+	s.want = oracle(h.Final, cfg.TableNames())
 	s.FinalRows = int64(len(s.want))
 	return nil
 }
@@ -342,6 +407,89 @@ func chainOracle(t cdcgen.MultiTables, tables []string) []string {
 	return out
 }
 
+// starOracle is the star's query (or, for users and domains only, the
+// two-table join ChainTwoQuery) over StarHistory's final tables, as
+// sorted JSON rows in cdcjoin's --final shape.
+func starOracle(t cdcgen.MultiTables, tables []string) []string {
+	val := func(v cdcgen.MultiValue) row.Value {
+		switch {
+		case v.Null:
+			return row.Null()
+		case v.Str:
+			return row.String(v.Text)
+		}
+		return row.Int(v.Int)
+	}
+	// Columns (MultiRow index): users id 0, firstname 1, lastname 2;
+	// registrars id 0, name 1; domains id 0, user_id 1, registrar_id 2,
+	// domain_name 3.
+	star := slices.Contains(tables, "registrars")
+	names2 := []string{"user_id", "firstname", "lastname", "domain_id", "domain_name"}
+	names3 := []string{"domain_id", "domain_name", "user_id", "firstname", "lastname", "registrar_id", "registrar"}
+	var out []string
+	var buf []byte
+	for _, d := range t["domains"] {
+		if d[1].Null {
+			continue
+		}
+		u, ok := t["users"][d[1].Int]
+		if !ok {
+			continue
+		}
+		if !star {
+			buf = row.AppendJSONObject(buf[:0], names2, []row.Value{val(u[0]), val(u[1]), val(u[2]), val(d[0]), val(d[3])})
+			out = append(out, string(buf))
+			continue
+		}
+		if d[2].Null {
+			continue
+		}
+		g, ok := t["registrars"][d[2].Int]
+		if !ok {
+			continue
+		}
+		buf = row.AppendJSONObject(buf[:0], names3, []row.Value{val(d[0]), val(d[3]), val(u[0]), val(u[1]), val(u[2]), val(g[0]), val(g[1])})
+		out = append(out, string(buf))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// starRename picks the row of table (users or registrars) with the most
+// domains in StarHistory's final tables and returns an update of it
+// changing its names (firstname and lastname, or name).
+func starRename(h *cdcgen.MultiHistory, table string) (int64, engine.Record, error) {
+	col := 1 // domains' user_id
+	changes := map[string]string{"firstname": "Renamed", "lastname": "Fanout"}
+	if table == "registrars" {
+		col, changes = 2, map[string]string{"name": "Renamed"}
+	}
+	per := map[int64]int{}
+	for _, d := range h.Final["domains"] {
+		if !d[col].Null {
+			per[d[col].Int]++
+		}
+	}
+	var top int64
+	best := -1
+	for id, n := range per {
+		if _, live := h.Final[table][id]; live && (n > best || n == best && id < top) {
+			top, best = id, n
+		}
+	}
+	if best < 0 {
+		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: star: no row of %s with domains in the final tables", table)
+	}
+	topic := ""
+	for _, t := range cdcgen.Schema4() {
+		if t.Name == table {
+			topic = t.Topic()
+		}
+	}
+	rec, err := updateRecord(h, topic, top, changes)
+	return top, rec, err
+}
+
 // chainRename picks the user with the most dns_records below it in the
 // final tables and returns an update of that user changing its names (a
 // users record after the history's last one on its partition).
@@ -368,13 +516,20 @@ func chainRename(h *cdcgen.MultiHistory) (int64, engine.Record, error) {
 	if best < 0 {
 		return 0, engine.Record{}, errors.New("cdcjoin: bench: chain: no user with domains in the final tables")
 	}
-	// The user's last record carries its current row.
-	users := ChainTables(10)[0].Topic()
+	rec, err := updateRecord(h, ChainTables(10)[0].Topic(), top, map[string]string{"firstname": "Renamed", "lastname": "Fanout"})
+	return top, rec, err
+}
+
+// updateRecord returns an update of row id of topic's table setting the
+// text columns in changes (a record after the history's last one on its
+// partition, built from the row's last record, which carries its current
+// row).
+func updateRecord(h *cdcgen.MultiHistory, topic string, top int64, changes map[string]string) (engine.Record, error) {
 	var last *cdcgen.Record
 	offsets := map[int32]int64{}
 	for i := range h.Records {
 		r := &h.Records[i]
-		if r.Topic != users {
+		if r.Topic != topic {
 			continue
 		}
 		offsets[r.Partition] = max(offsets[r.Partition], r.Offset+1)
@@ -383,25 +538,27 @@ func chainRename(h *cdcgen.MultiHistory) (int64, engine.Record, error) {
 		}
 	}
 	if last == nil {
-		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: no record of users.id=%d", top)
+		return engine.Record{}, fmt.Errorf("cdcjoin: bench: no record of %s id=%d", topic, top)
 	}
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(last.Value, &env); err != nil {
-		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: users.id=%d: %w", top, err)
+		return engine.Record{}, fmt.Errorf("cdcjoin: bench: %s id=%d: %w", topic, top, err)
 	}
 	var after map[string]json.RawMessage
 	if err := json.Unmarshal(env["after"], &after); err != nil || after == nil {
-		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: users.id=%d: no after image (%v)", top, err)
+		return engine.Record{}, fmt.Errorf("cdcjoin: bench: %s id=%d: no after image (%v)", topic, top, err)
 	}
 	env["before"] = env["after"]
-	after["firstname"], after["lastname"] = json.RawMessage(`"Renamed"`), json.RawMessage(`"Fanout"`)
+	for c, v := range changes {
+		after[c], _ = json.Marshal(v)
+	}
 	a, _ := json.Marshal(after)
 	env["after"], env["op"] = a, json.RawMessage(`"u"`)
 	v, err := json.Marshal(env)
 	if err != nil {
-		return 0, engine.Record{}, fmt.Errorf("cdcjoin: bench: chain: %w", err)
+		return engine.Record{}, fmt.Errorf("cdcjoin: bench: %w", err)
 	}
-	return top, engine.Record{Topic: users, Partition: last.Partition, Offset: offsets[last.Partition], Key: last.Key, Value: v}, nil
+	return engine.Record{Topic: topic, Partition: last.Partition, Offset: offsets[last.Partition], Key: last.Key, Value: v}, nil
 }
 
 // run is one timed run of s on a fresh state in dir.
@@ -618,20 +775,24 @@ func (r *PlanReport) markdown() string {
 	for _, s := range r.Systems {
 		sys[s.Name] = s
 	}
-	two, rows, chain, chainRows := sys["two-table"], sys["two-table-rows"], sys["chain"], sys["chain-rows"]
+	two, rows, chain, chainRows := sys["two-table"], sys["two-table-rows"], sys[r.Shape], sys[r.Shape+"-rows"]
 	if two.Name != "" && rows.Name != "" && chain.Name != "" {
-		p("\nchain ÷ two-table, CPU µs per input record: snapshot %.2f× (%.2f× against two-table-rows), CDC %.2f×.\n",
+		p("\n%s ÷ two-table, CPU µs per input record: snapshot %.2f× (%.2f× against two-table-rows), CDC %.2f×.\n", r.Shape,
 			chain.SnapshotCPUMicros/two.SnapshotCPUMicros, chain.SnapshotCPUMicros/rows.SnapshotCPUMicros, chain.CDCCPUMicros/two.CDCCPUMicros)
 	}
 	if chain.Name != "" && chainRows.Name != "" {
-		p("\nchain's snapshot, bulk ÷ row by row, CPU µs per record: %.2f×.\n", chain.SnapshotCPUMicros/chainRows.SnapshotCPUMicros)
+		p("\n%s's snapshot, bulk ÷ row by row, CPU µs per record: %.2f×.\n", r.Shape, chain.SnapshotCPUMicros/chainRows.SnapshotCPUMicros)
 	}
 	p("\nFan-out: %s.\n\nCorrectness: %s.\n\n", r.Fanout, r.Checked)
 	p("| round | system | snapshot s | snapshot CPU s | CDC s | CDC CPU s | state bytes | fan-out changes | load (1 min) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range r.Runs {
 		p("| %d | %s | %.2f | %.2f | %.2f | %.2f | %d | %d | %.2f |\n", x.Round, x.System, x.SnapshotSeconds, x.SnapshotCPU, x.CDCSeconds, x.CDCCPU, x.StateBytes, x.FanoutChanges, x.LoadAvg)
 	}
-	p("\nQueries:\n\n```sql\n-- chain\n%s\n-- two-table, two-table-rows, two-table-plan\n%s\n```\n", ChainQuery, ChainTwoQuery)
+	query := ChainQuery
+	if r.Shape == ShapeStar {
+		query = StarQuery
+	}
+	p("\nQueries:\n\n```sql\n-- %s\n%s\n-- two-table, two-table-rows, two-table-plan\n%s\n```\n", r.Shape, query, ChainTwoQuery)
 	return b.String()
 }
 

@@ -57,7 +57,7 @@ func TestRunPlanChain(t *testing.T) {
 	}
 	s := &planSystem{PlanSystem: PlanSystem{Name: "chain", Query: ChainQuery, Core: "plan", RowByRow: true}}
 	o = o.withDefaults()
-	if err := s.prepare(o, h); err != nil {
+	if err := s.prepare(o, h, chainOracle); err != nil {
 		t.Fatal(err)
 	}
 	s.want = s.want[1:]
@@ -117,4 +117,63 @@ func TestChainPeers(t *testing.T) {
 		t.Fatalf("seed 11: cdcjoin's chain differs from the oracle: %v", d)
 	}
 	t.Logf("%d rows; %v", c.FinalRows, c.Checks)
+}
+
+// TestRunPlanStar runs the star benchmark (domains ⋈ users ⋈ registrars)
+// on a small history: every system's final join is checked inside RunPlan
+// against starOracle over the generator's final tables (an error fails the
+// test), the registrar's rename fans out to its domains, and a negative
+// control shows that the check catches a missing row.
+func TestRunPlanStar(t *testing.T) {
+	o := Options{Workload: Workload{Seed: 11, Rows: 3000, CDCEvents: 3000, Partitions: 3}, Dir: t.TempDir()}
+	rep, err := RunPlan(context.Background(), o, ShapeStar, 1, "")
+	if err != nil {
+		t.Fatalf("seed 11: %v", err)
+	}
+	if len(rep.Systems) != 5 {
+		t.Fatalf("systems: %+v", rep.Systems)
+	}
+	two, star, starRows := rep.Systems[0], rep.Systems[3], rep.Systems[4]
+	if star.Name != "star" || starRows.Name != "star-rows" || star.FinalRows != starRows.FinalRows || star.FanoutChanges != starRows.FanoutChanges {
+		t.Errorf("star (bulk snapshot) and star-rows differ: %+v, %+v", star, starRows)
+	}
+	for _, s := range rep.Systems {
+		if s.FinalRows == 0 || s.SnapshotRecords == 0 || s.CDCRecords == 0 || s.StateBytesPerRow <= 0 || s.CDCCPUMicros <= 0 {
+			t.Errorf("%s: empty figures: %+v", s.Name, s)
+		}
+		if !strings.HasPrefix(s.Name, "star") && s.FinalRows != two.FinalRows {
+			t.Errorf("%s: %d final rows, two-table has %d", s.Name, s.FinalRows, two.FinalRows)
+		}
+	}
+	// INNER on a nullable registrar_id: fewer rows than the two-table join.
+	if star.FinalRows >= two.FinalRows {
+		t.Errorf("star has %d final rows, two-table %d", star.FinalRows, two.FinalRows)
+	}
+	if star.FanoutChanges < 2 {
+		t.Errorf("fan-out of the registrar's rename: %d changes", star.FanoutChanges)
+	}
+	if star.CDCRecords <= two.CDCRecords {
+		t.Errorf("star reads %d CDC records, two-table %d", star.CDCRecords, two.CDCRecords)
+	}
+
+	// Negative control: the same run with one expected row dropped fails.
+	h, err := StarHistory(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rename, err := starRename(h, "registrars")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &planSystem{PlanSystem: PlanSystem{Name: "star", Query: StarQuery, Core: "plan"}}
+	o = o.withDefaults()
+	if err := s.prepare(o, h, starOracle); err != nil {
+		t.Fatal(err)
+	}
+	s.want = s.want[1:]
+	_, err = s.run(context.Background(), o, t.TempDir()+"/neg", rename, "")
+	if err == nil || !strings.Contains(err.Error(), "final join differs") {
+		t.Fatalf("negative control: want a difference, got %v", err)
+	}
+	t.Logf("negative control: %v", err)
 }

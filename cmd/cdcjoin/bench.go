@@ -88,7 +88,7 @@ join of its final tables: the replay benchmark's input, for any engine.`)
 		flinkConf := fs.String("flink-conf", "", "extra Flink options `KEY=VALUE,…` for the Flink peer")
 		dbspStep := fs.Int("dbsp-step", 10000, "input records per DBSP transaction (DBSP peer)")
 		peerInput := fs.String("peer-input", "", "compare on these replay `files` (comma-separated: a --write-history --history-peers history.jsonl) instead of a generated workload (--peer)")
-		shape := fs.String("shape", "", "benchmark a multi-table plan instead: chain (users ⋈ domains ⋈ dns_records on a cdcgen multi-table history, against the two-table join of its first two tables; see bench/README.md)")
+		shape := fs.String("shape", "", "benchmark a multi-table plan instead: chain (users ⋈ domains ⋈ dns_records) or star (domains ⋈ users ⋈ registrars), on a cdcgen multi-table history, against the two-table join of users and domains; see bench/README.md")
 		shapeRounds := fs.Int("shape-rounds", 3, "interleaved rounds of every system (--shape)")
 		dbspMemory := fs.Bool("dbsp-memory", false, "keep the DBSP peer's state in memory (default: DBSP storage on disk)")
 		var pi bench.ProjectionInput
