@@ -88,3 +88,106 @@ func TestChildrenAfterAndAux(t *testing.T) {
 		})
 	}
 }
+
+// TestRowCacheAuxComplete: on a store opened with no Aux entries the row
+// cache holds the Aux keyspace completely, so an absent Aux key is answered
+// without pebble (no miss counted); once the cache evicts an Aux entry it
+// is not complete any more and every entry still reads back from pebble; a
+// store reopened with Aux entries starts incomplete. keepAux (the negative
+// control: a cache that stays complete when it loses an Aux entry) reads
+// an evicted entry as absent, which the same check catches.
+func TestRowCacheAuxComplete(t *testing.T) {
+	for _, keepAux := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepAux=%v", keepAux), func(t *testing.T) {
+			fs := vfs.NewMem()
+			s, err := Open(Options{Dir: "/st", FS: fs, RowCacheBytes: 16 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.cache.keepAux = keepAux
+			aux := func(i int) []byte { return []byte(fmt.Sprintf("count/%04d", i)) }
+			misses := func() uint64 { st, _ := s.Stats(); return st.RowCacheMisses }
+			tx := s.Begin()
+			m0 := misses()
+			for i := 0; i < 50; i++ {
+				if _, ok, err := tx.Aux(aux(i)); err != nil || ok {
+					t.Fatalf("fresh store: aux %d: ok %v, err %v", i, ok, err)
+				}
+			}
+			if m := misses() - m0; m != 0 {
+				t.Fatalf("fresh store: %d of 50 absent Aux reads went to pebble, want 0", m)
+			}
+			const n = 40
+			for i := 0; i < n; i++ {
+				if err := tx.PutAux(aux(i), []byte(fmt.Sprint("v", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			// Parents enough to make the cache evict (16 KiB).
+			for round := 0; round < 4; round++ {
+				tx = s.Begin()
+				for p := 0; p < 200; p++ {
+					k := row.AppendKey(nil, []row.Value{row.Int(int64(round*1000 + p))})
+					if err := tx.PutParent(k, make([]byte, 32)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s.cache.dropped == 0 {
+				t.Fatal("the cache evicted nothing: the test does not test eviction")
+			}
+			tx = s.Begin()
+			m1 := misses()
+			wrong := 0
+			for i := 0; i < n; i++ {
+				v, ok, err := tx.Aux(aux(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := fmt.Sprint("v", i); !ok || string(v) != want {
+					wrong++
+					t.Logf("aux %d read %q (present %v), want %q", i, v, ok, want)
+				}
+			}
+			tx.Abort()
+			if keepAux {
+				if wrong == 0 {
+					t.Fatal("negative control: a cache that stays Aux-complete after evicting read every Aux entry right")
+				}
+				s.Close()
+				return
+			}
+			if wrong > 0 {
+				t.Fatalf("%d of %d Aux entries read wrong after eviction", wrong, n)
+			}
+			if s.cache.auxComplete || misses() == m1 {
+				t.Fatalf("after evicting: Aux complete %v, %d reads went to pebble", s.cache.auxComplete, misses()-m1)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(Options{Dir: "/st", FS: fs, RowCacheBytes: 16 << 10}); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.cache.auxComplete {
+				t.Fatal("reopened with Aux entries: the cache claims to hold them all")
+			}
+			tx = s.Begin()
+			defer tx.Abort()
+			m2 := misses()
+			if _, ok, err := tx.Aux(aux(n + 1)); err != nil || ok {
+				t.Fatalf("reopened: absent aux: ok %v, err %v", ok, err)
+			}
+			if misses() == m2 {
+				t.Fatal("reopened: an absent Aux read was answered without pebble")
+			}
+		})
+	}
+}

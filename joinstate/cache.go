@@ -50,6 +50,14 @@ type rowCache struct {
 	// complete[slot] is the generation of that keyspace held completely,
 	// or -1.
 	complete [4]int64
+	// auxComplete: the Aux keyspace (no generations: never cleared) has
+	// not lost an entry since it was empty, so a miss there is a known
+	// absence too (Router.count's child-count read of a key never counted
+	// then costs no pebble lookup).
+	auxComplete bool
+	// keepAux is set only by the negative control of
+	// TestRowCacheAuxMetamorphic: losing an Aux entry leaves auxComplete.
+	keepAux bool
 	// hits and misses count point reads (read by Store.Stats on any
 	// goroutine).
 	hits, misses, prefetched atomic.Uint64
@@ -240,6 +248,7 @@ func (c *rowCache) reset() {
 	clear(c.idx)
 	c.slabs, c.used, c.live = nil, 0, 0
 	c.complete = [maxCompleteGens]int64{-1, -1, -1, -1}
+	c.auxComplete = false
 }
 
 // completeFor reports whether generation gen of the keyspace of prefix is
@@ -252,6 +261,19 @@ func (c *rowCache) completeFor(prefix byte, gen uint64) bool {
 // in pebble and so) held completely.
 func (c *rowCache) setComplete(prefix byte, gen uint64) { c.complete[genSlot(prefix)] = int64(gen) }
 
+// holdsAll reports whether key's keyspace is held completely (a miss is a
+// known absence): a generational keyspace at its generation in gens, or
+// the Aux keyspace.
+func (c *rowCache) holdsAll(key []byte, gens *generations) bool {
+	switch {
+	case key[0] == prefixAux:
+		return c.auxComplete
+	case isStateKey(key[0]):
+		return c.completeFor(key[0], gens[genSlot(key[0])])
+	}
+	return false
+}
+
 // keyGen returns the keyspace generation named by a state key.
 func keyGen(key []byte) (uint64, bool) {
 	if len(key) < 2 || !(isStateKey(key[0]) || key[0] == prefixChildMark) {
@@ -261,9 +283,12 @@ func keyGen(key []byte) (uint64, bool) {
 	return gen, n > 0
 }
 
-// evicted notes that key left the cache: its generation is no longer
-// complete.
+// evicted notes that key left the cache: its generation (or the Aux
+// keyspace) is no longer complete.
 func (c *rowCache) evicted(key []byte) {
+	if len(key) > 0 && key[0] == prefixAux && !c.keepAux {
+		c.auxComplete = false
+	}
 	if gen, ok := keyGen(key); ok && c.complete[genSlot(key[0])] == int64(gen) {
 		c.complete[genSlot(key[0])] = -1
 	}

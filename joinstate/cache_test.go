@@ -12,7 +12,8 @@ import (
 
 // TestRowCacheMetamorphic runs the same random operations (puts, deletes,
 // range clears, commits, aborts, reopens; parents, child index, children,
-// positions, metadata, child scans and whole-keyspace scans; the cache's
+// positions, metadata, Aux entries, child scans, Aux scans and
+// whole-keyspace scans; the cache's
 // writes of point-read keyspaces are write-back) against a store without the row cache, one
 // with a tiny cache (it evicts, so keyspaces stop being complete) and one
 // with a cache that never evicts (misses are answered as absences), and two
@@ -40,9 +41,9 @@ func TestRowCacheMetamorphic(t *testing.T) {
 			txns = append(txns, s.Begin())
 		}
 		key := func() []byte { return row.AppendKey(nil, []row.Value{row.Int(int64(rng.Intn(50)))}) }
-		for i := 0; i < 5000; i++ {
+		for i := 0; i < 5400; i++ {
 			k, k2 := key(), key()
-			op := rng.Intn(132)
+			op := rng.Intn(143)
 			var got [5]string
 			for j, tx := range txns {
 				var err error
@@ -116,6 +117,21 @@ func TestRowCacheMetamorphic(t *testing.T) {
 					var ok bool
 					n, ok, err = tx.Position("t", int32(k[len(k)-1]%4))
 					got[j] = fmt.Sprint(n, ok)
+				case op >= 132 && op < 136:
+					err = tx.PutAux(k, []byte(fmt.Sprint(i)))
+				case op >= 136 && op < 138:
+					err = tx.DeleteAux(k)
+				case op >= 138 && op < 142:
+					v, ok, err2 := tx.Aux(k)
+					err = err2
+					if ok {
+						got[j] = string(v)
+					}
+				case op == 142:
+					err = tx.AuxScan(nil, nil, func(ak, v []byte) error {
+						got[j] += fmt.Sprintf("%x=%s ", ak, v)
+						return nil
+					})
 				case op >= 130:
 					if op == 130 {
 						err = tx.SetMeta(fmt.Sprint("m", k[len(k)-1]%3), []byte(fmt.Sprint(i)))

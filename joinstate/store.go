@@ -360,10 +360,13 @@ func Open(opts Options) (*Store, error) {
 }
 
 // markEmptyComplete tells the row cache which keyspaces are empty (and so
-// held completely by it from the start).
+// held completely by it from the start): the generational ones and Aux.
 func (s *Store) markEmptyComplete() error {
-	for _, prefix := range []byte{prefixParent, prefixChild, prefixIndex, prefixPIndex} {
-		hdr := s.gens.header(nil, prefix)
+	for _, prefix := range []byte{prefixParent, prefixChild, prefixIndex, prefixPIndex, prefixAux} {
+		hdr := []byte{prefixAux}
+		if prefix != prefixAux {
+			hdr = s.gens.header(nil, prefix)
+		}
 		it, err := s.db.NewIter(prefixBounds(hdr))
 		if err != nil {
 			return s.h.check(fmt.Errorf("cdcjoin: state: %w", err))
@@ -374,7 +377,11 @@ func (s *Store) markEmptyComplete() error {
 		if err != nil {
 			return s.h.check(fmt.Errorf("cdcjoin: state: %w", err))
 		}
-		if empty {
+		switch {
+		case !empty:
+		case prefix == prefixAux:
+			s.cache.auxComplete = true
+		default:
 			s.cache.setComplete(prefix, s.gens[genSlot(prefix)])
 		}
 	}
@@ -742,7 +749,7 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 		// Every write of this Txn is in the cache, so a miss is a key this
 		// Txn has not written, and in a complete keyspace one that does not
 		// exist.
-		if status == cacheMiss && isStateKey(key[0]) && c.completeFor(key[0], t.gens[genSlot(key[0])]) {
+		if status == cacheMiss && c.holdsAll(key, &t.gens) {
 			c.hits.Add(1)
 			return nil, false, nil
 		}
