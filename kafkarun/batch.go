@@ -154,7 +154,14 @@ apply:
 				}
 			}
 		}
-		if !batcher || w.stopping() && !w.out.Replaying() {
+		if !batcher {
+			if more := w.queued(b); more != nil {
+				recs = more
+				continue
+			}
+			break
+		}
+		if w.stopping() && !w.out.Replaying() {
 			break
 		}
 		if w.steps(b.next) {
@@ -341,4 +348,27 @@ func (b *batch) commit(next int64) error {
 	}
 	w.committed(b.clock, next)
 	return nil
+}
+
+// queued returns a delivery already waiting for a batch whose sink is not
+// a sink.Batcher, which the batch then applies too (one state commit and
+// one sink flush for both: under a backlog the dispatcher's polls of
+// state.batch_events records are split over the partitions, and a batch
+// per delivery committed and flushed every few hundred records), or nil:
+// the batch ends. It never waits. A batch takes more only while it holds
+// fewer than state.batch_events records, and never for a Positioned sink
+// (its batches stay one delivery each), a time join's worker (checkTrimmed
+// looks at every delivery before its batch), a bulk rebuild, or a worker
+// asked to stop.
+func (w *worker) queued(b *batch) []*kgo.Record {
+	if w.out.Positioned() || w.j.snapCl != nil || w.rb != nil || w.stopping() || b.applied >= w.j.cfg.State.BatchEvents {
+		return nil
+	}
+	select {
+	case recs := <-w.in:
+		w.countCatchUp(recs)
+		return recs
+	default:
+		return nil
+	}
 }

@@ -29,7 +29,9 @@ import (
 // the new position and version clock; on error nothing of the batch is
 // committed. With a sink.Batcher (the ClickHouse sink) a batch gathers
 // deliveries until the sink is Full or its MaxDelay passed, so INSERTs come
-// near batch.rows; otherwise a batch is one delivery. A batch never mixes
+// near batch.rows; otherwise a batch is one delivery and the deliveries
+// already queued behind it, up to state.batch_events records (queued; a
+// Positioned sink's and a time join's batches are one delivery each). A batch never mixes
 // records below emitFrom (applied without writing: an earlier owner, or a
 // run before a crash, delivered their changes) with records at or above it.
 //
