@@ -55,6 +55,9 @@ type rowCache struct {
 	// absence too (Router.count's child-count read of a key never counted
 	// then costs no pebble lookup).
 	auxComplete bool
+	// onLost, if set, is called when a generational keyspace held
+	// completely stops being so (the store's recentWrites.distrust).
+	onLost func()
 	// keepAux is set only by the negative control of
 	// TestRowCacheAuxMetamorphic: losing an Aux entry leaves auxComplete.
 	keepAux bool
@@ -245,6 +248,12 @@ func (c *rowCache) rollback(undo []undoEntry) {
 // reset empties the cache: nothing is held, no keyspace is complete. Only
 // call it with no Txn open.
 func (c *rowCache) reset() {
+	for _, g := range c.complete {
+		if g >= 0 && c.onLost != nil {
+			c.onLost()
+			break
+		}
+	}
 	clear(c.idx)
 	c.slabs, c.used, c.live = nil, 0, 0
 	c.complete = [maxCompleteGens]int64{-1, -1, -1, -1}
@@ -259,7 +268,16 @@ func (c *rowCache) completeFor(prefix byte, gen uint64) bool {
 
 // setComplete records that generation gen of prefix's keyspace is (empty
 // in pebble and so) held completely.
-func (c *rowCache) setComplete(prefix byte, gen uint64) { c.complete[genSlot(prefix)] = int64(gen) }
+//
+// A different generation held completely before stops being so (a clear
+// in a Txn that may yet abort): onLost is told.
+func (c *rowCache) setComplete(prefix byte, gen uint64) {
+	slot := genSlot(prefix)
+	if old := c.complete[slot]; old >= 0 && old != int64(gen) && c.onLost != nil {
+		c.onLost()
+	}
+	c.complete[slot] = int64(gen)
+}
 
 // holdsAll reports whether key's keyspace is held completely (a miss is a
 // known absence): a generational keyspace at its generation in gens, or
@@ -291,6 +309,9 @@ func (c *rowCache) evicted(key []byte) {
 	}
 	if gen, ok := keyGen(key); ok && c.complete[genSlot(key[0])] == int64(gen) {
 		c.complete[genSlot(key[0])] = -1
+		if c.onLost != nil {
+			c.onLost()
+		}
 	}
 }
 

@@ -37,6 +37,15 @@ import (
 // the whole state no read reaches pebble, and no flush is forced: pebble
 // flushes its larger memtables itself (a small state is flushed half as
 // often as before).
+//
+// Only reads of the generational keyspaces that the row cache does not
+// answer consult the filter, so only their writes are noted (Txn.note),
+// and not while the row cache holds the key's keyspace completely: a read
+// of it is then a hit or a known absence. When the cache stops holding a
+// keyspace completely (an eviction, a hash collision, a reset) the filter
+// lacks its writes since: the store distrusts it (every read goes the long
+// way) until a flush asked for after the Txn in progress commits has
+// finished.
 type recentWrites struct {
 	recentShared // the flush epoch, for Warmers (warm.go)
 	seed         maphash.Seed
@@ -45,6 +54,13 @@ type recentWrites struct {
 	ready        bool // a flush the store asked for has finished: tables hold every key neither filter holds
 	since        int  // bytes committed since the last flush asked for
 	every        int
+	// stale: a keyspace whose writes were not noted stopped being held
+	// completely by the row cache (distrust); the next commit asks for a
+	// flush, and ready waits for it.
+	stale bool
+	// noDistrust is set only by the negative control of
+	// TestDurableReadsMetamorphic: distrust does nothing.
+	noDistrust bool
 }
 
 const recentBits = 1 << 23 // per filter: 1 MiB, ~0.1% false positives at 140,000 keys
@@ -89,9 +105,27 @@ func (r *recentWrites) settle() {
 	}
 	r.flushing = nil
 	clear(r.prev)
+	if r.stale {
+		return // asked for before the writes the filter lacks were committed
+	}
 	r.ready = true
 	r.readyAt.Store(true)
 	r.epoch.Add(1) // prefetches read before are dropped: their view may lack the flush
+}
+
+// distrust is called (by the row cache, on the writer's goroutine) when the
+// row cache stops holding a keyspace completely whose writes the filter may
+// lack: reads go the long way, and prefetches read before are dropped, until
+// a flush asked for at the next commit (after every such write) has
+// finished.
+func (r *recentWrites) distrust() {
+	if r.noDistrust {
+		return
+	}
+	r.stale = true
+	r.ready = false
+	r.readyAt.Store(false)
+	r.epoch.Add(1)
 }
 
 // memtableEntryBytes is what a memtable spends on an entry besides its
@@ -107,6 +141,18 @@ func (s *Store) committed(n, entries int, force bool) {
 		return
 	}
 	r.since += n + entries*memtableEntryBytes
+	if r.stale {
+		// The filters lack writes committed before now: a flush asked for
+		// now (after any in flight: flushes finish in order) holds them.
+		ch, err := s.asyncFlush()
+		if err != nil {
+			return // still stale: reads keep going the long way
+		}
+		r.flushing, r.since, r.stale = ch, 0, false
+		clear(r.prev)
+		clear(r.cur) // (the filters hold writes before the flush only: not needed once it finished)
+		return
+	}
 	if r.flushing != nil || (!force && (r.since < r.every || s.RowCacheHoldsAll())) {
 		return
 	}

@@ -12,107 +12,149 @@ import (
 )
 
 // TestDurableReadsMetamorphic runs the same random writes, reads, commits,
-// aborts and reopens against a store whose reads always walk the
+// aborts, truncates and reopens against a store whose reads always walk the
 // memtables and stores whose reads of keys not written since the last
 // finished flush go to the tables only, flushing every few KiB (without a
-// row cache, so that every read reaches pebble; and with a tiny one), and
-// requires identical reads.
+// row cache, so that every read reaches pebble; with a tiny one, which
+// evicts; with a large one; and with a large one whose hashes collide
+// constantly: keyspaces stop being complete in the middle of a Txn, and
+// the filter lacks their writes until a flush), and requires identical
+// reads.
 func TestDurableReadsMetamorphic(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		variants := []struct {
-			name    string
-			every   int
-			noCache bool
-			cache   int
-		}{{"memtables always", -1, true, 0}, {"durable, no row cache", 2 << 10, true, 0},
-			{"durable, tiny row cache", 4 << 10, false, 2 << 10}, {"durable, row cache", 1 << 10, false, 64 << 20}}
-		fss := make([]vfs.FS, len(variants))
-		open := func(j int) *Store {
-			v := variants[j]
-			if fss[j] == nil {
-				fss[j] = vfs.NewMem()
-			}
-			s, err := Open(Options{Dir: "/s", FS: fss[j], MemTableBytes: 1 << 20, DisableRowCache: v.noCache, RowCacheBytes: v.cache, flushEvery: v.every})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		stores := make([]*Store, len(variants))
-		txns := make([]*Txn, len(variants))
-		for j := range variants {
-			stores[j] = open(j)
-			txns[j] = stores[j].Begin()
-		}
-		key := func() []byte { return row.AppendKey(nil, []row.Value{row.Int(int64(rng.Intn(400)))}) }
-		durable := 0
-		for i := 0; i < 20000; i++ {
-			k, k2 := key(), key()
-			op := rng.Intn(100)
-			pv := []byte(fmt.Sprint("p", i, "-", string(make([]byte, rng.Intn(200)))))
-			got := make([]string, len(variants))
-			for j, tx := range txns {
-				var err error
-				read := func(v []byte, ok bool, e error) {
-					err = e
-					if ok {
-						got[j] = string(v)
-					}
-				}
-				switch {
-				case op < 20:
-					err = tx.PutParent(k, pv)
-				case op < 26:
-					err = tx.DeleteParent(k)
-				case op < 36:
-					err = tx.SetChildIndex(k, []byte(fmt.Sprint("i", i)))
-				case op < 40:
-					err = tx.DeleteChildIndex(k)
-				case op < 48:
-					err = tx.PutChild(k, k2, []byte(fmt.Sprint("c", i)))
-				case op < 51:
-					err = tx.DeleteChild(k, k2)
-				case op < 58:
-					err = tx.Commit()
-					txns[j] = stores[j].Begin()
-				case op < 59:
-					tx.Abort()
-					txns[j] = stores[j].Begin()
-				case op < 60 && i%7 == 0: // commit, close, reopen: the WAL replays into a memtable
-					if err = tx.Commit(); err == nil {
-						err = stores[j].Close()
-					}
-					stores[j] = open(j)
-					txns[j] = stores[j].Begin()
-				case op < 75:
-					read(tx.Parent(k))
-				case op < 88:
-					read(tx.ChildIndex(k))
-				default:
-					read(tx.Child(k, k2))
-				}
-				if err != nil {
-					t.Fatalf("seed %d op %d: %s: %v", seed, i, variants[j].name, err)
-				}
-				if j == 1 && tx.dur != nil {
-					durable++
-				}
-			}
-			for j := 1; j < len(got); j++ {
-				if got[j] != got[0] {
-					t.Fatalf("seed %d op %d (%d): %s read %q, %s %q", seed, i, op, variants[j].name, got[j], variants[0].name, got[0])
-				}
-			}
-		}
-		if durable == 0 {
-			t.Errorf("seed %d: no read skipped the memtables: the test tests nothing", seed)
-		}
-		for j, tx := range txns {
-			tx.Abort()
-			stores[j].Close()
+		if msg := durableReadsMetamorphic(t, seed, false); msg != "" {
+			t.Fatal(msg)
 		}
 	}
+}
+
+// TestDurableReadsNegativeControl: stores that do not distrust their
+// recent-writes filter when the row cache stops holding a keyspace whose
+// writes it skipped (noDistrust) read stale values from the tables, and
+// the metamorphic check catches it.
+func TestDurableReadsNegativeControl(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		msg := durableReadsMetamorphic(t, seed, true)
+		if msg == "" {
+			t.Fatalf("seed %d: stores that trust a filter lacking writes read like the one that always walks the memtables", seed)
+		}
+		t.Logf("seed %d caught: %s", seed, msg)
+	}
+}
+
+// durableReadsMetamorphic runs TestDurableReadsMetamorphic's operations
+// for seed and returns the first read that differs ("" when none);
+// noDistrust breaks the stores (see recentWrites.noDistrust).
+func durableReadsMetamorphic(t *testing.T, seed int64, noDistrust bool) string {
+	t.Helper()
+	rng := rand.New(rand.NewSource(seed))
+	variants := []struct {
+		name    string
+		every   int
+		noCache bool
+		cache   int
+		collide bool
+	}{{"memtables always", -1, true, 0, false}, {"durable, no row cache", 2 << 10, true, 0, false},
+		{"durable, tiny row cache", 4 << 10, false, 2 << 10, false}, {"durable, row cache", 1 << 10, false, 64 << 20, false},
+		{"durable, colliding row cache", 1 << 10, false, 64 << 20, true}}
+	fss := make([]vfs.FS, len(variants))
+	open := func(j int) *Store {
+		v := variants[j]
+		if fss[j] == nil {
+			fss[j] = vfs.NewMem()
+		}
+		s, err := Open(Options{Dir: "/s", FS: fss[j], MemTableBytes: 1 << 20, DisableRowCache: v.noCache, RowCacheBytes: v.cache, flushEvery: v.every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.collide {
+			s.cache.mask = 63 // 64 slots: keys collide all the time
+		}
+		s.recent.noDistrust = noDistrust
+		return s
+	}
+	stores := make([]*Store, len(variants))
+	txns := make([]*Txn, len(variants))
+	for j := range variants {
+		stores[j] = open(j)
+		txns[j] = stores[j].Begin()
+	}
+	key := func() []byte { return row.AppendKey(nil, []row.Value{row.Int(int64(rng.Intn(400)))}) }
+	durable := 0
+	for i := 0; i < 20000; i++ {
+		k, k2 := key(), key()
+		op := rng.Intn(102)
+		pv := []byte(fmt.Sprint("p", i, "-", string(make([]byte, rng.Intn(200)))))
+		got := make([]string, len(variants))
+		for j, tx := range txns {
+			var err error
+			read := func(v []byte, ok bool, e error) {
+				err = e
+				if ok {
+					got[j] = string(v)
+				}
+			}
+			switch {
+			case op < 20:
+				err = tx.PutParent(k, pv)
+			case op < 26:
+				err = tx.DeleteParent(k)
+			case op < 36:
+				err = tx.SetChildIndex(k, []byte(fmt.Sprint("i", i)))
+			case op < 40:
+				err = tx.DeleteChildIndex(k)
+			case op < 48:
+				err = tx.PutChild(k, k2, []byte(fmt.Sprint("c", i)))
+			case op < 51:
+				err = tx.DeleteChild(k, k2)
+			case op < 58:
+				err = tx.Commit()
+				txns[j] = stores[j].Begin()
+			case op < 59:
+				tx.Abort()
+				txns[j] = stores[j].Begin()
+			case op < 60 && i%7 == 0: // commit, close, reopen: the WAL replays into a memtable
+				if err = tx.Commit(); err == nil {
+					err = stores[j].Close()
+				}
+				stores[j] = open(j)
+				txns[j] = stores[j].Begin()
+			case op == 100: // a truncate: a new generation, held completely
+				err = tx.ClearParents()
+			case op == 101:
+				err = tx.ClearChildIndex()
+			case op < 75:
+				read(tx.Parent(k))
+			case op < 88:
+				read(tx.ChildIndex(k))
+			default: // 88 … 99
+				read(tx.Child(k, k2))
+			}
+			if err != nil {
+				t.Fatalf("seed %d op %d: %s: %v", seed, i, variants[j].name, err)
+			}
+			if j == 1 && tx.dur != nil {
+				durable++
+			}
+		}
+		for j := 1; j < len(got); j++ {
+			if got[j] != got[0] {
+				for j, tx := range txns {
+					tx.Abort()
+					stores[j].Close()
+				}
+				return fmt.Sprintf("seed %d op %d (%d): %s read %q, %s %q", seed, i, op, variants[j].name, got[j], variants[0].name, got[0])
+			}
+		}
+	}
+	if durable == 0 {
+		t.Errorf("seed %d: no read skipped the memtables: the test tests nothing", seed)
+	}
+	for j, tx := range txns {
+		tx.Abort()
+		stores[j].Close()
+	}
+	return ""
 }
 
 // TestWarmerInstallMetamorphic: a Warmer on another goroutine reads ahead

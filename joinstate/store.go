@@ -342,6 +342,9 @@ func Open(opts Options) (*Store, error) {
 		}
 		s.recent = newRecentWrites(every)
 		s.committed(0, 0, true) // tables hold every key once what the WAL replayed is flushed
+		if s.cache != nil {
+			s.cache.onLost = s.recent.distrust
+		}
 	}
 	if err == nil {
 		// A rollback leaves pebble healthy (Close below releases it): it
@@ -785,8 +788,22 @@ func (t *Txn) get(key []byte) ([]byte, bool, error) {
 	return t.val, true, nil
 }
 
-func (t *Txn) set(key, val []byte) error {
+// note notes a write of key in the recent-writes filter (durable.go) where
+// a read may consult it: a key of a generational keyspace that the row
+// cache does not hold completely (if it stops doing so, the filter is
+// distrusted until a flush).
+func (t *Txn) note(key []byte) {
+	if !isStateKey(key[0]) {
+		return
+	}
+	if c := t.s.cache; c != nil && c.completeFor(key[0], t.gens[genSlot(key[0])]) {
+		return
+	}
 	t.s.recent.add(key)
+}
+
+func (t *Txn) set(key, val []byte) error {
+	t.note(key)
 	c := t.s.cache
 	if c != nil && writeBack(key[0]) {
 		t.undo = c.write(key, true, true, val, t.undo, t.spill)
@@ -804,7 +821,7 @@ func (t *Txn) set(key, val []byte) error {
 }
 
 func (t *Txn) del(key []byte) error {
-	t.s.recent.add(key)
+	t.note(key)
 	c := t.s.cache
 	if c != nil && writeBack(key[0]) {
 		t.undo = c.write(key, false, true, nil, t.undo, t.spill)
