@@ -275,9 +275,13 @@ func (j *joinStage) stopWorkers(parts []int32) {
 func (j *joinStage) storeStats() []metrics.StoreStats {
 	ws := j.owned()
 	out := make([]metrics.StoreStats, 0, len(ws))
+	stage := "join"
+	if j.def.n > 0 {
+		stage = strconv.Itoa(j.def.n)
+	}
 	for _, w := range ws {
 		if st, ok := w.store.Stats(); ok {
-			out = append(out, metrics.StoreStats{Partition: strconv.Itoa(int(w.p)), Stats: st})
+			out = append(out, metrics.StoreStats{Stage: stage, Partition: strconv.Itoa(int(w.p)), Stats: st})
 		}
 	}
 	return out

@@ -203,13 +203,13 @@ func startProbed(cfg *config.Config, s *probeSink, h kafkarun.RebuildHooks) (*in
 	return in, reg, dropped
 }
 
-// rebuildCounter is the counter name of reg. Gather's error is not
-// fatal here: a plan's per-partition state gauges (metrics/state.go)
-// carry no stage label, so its stages' collide and Gather reports them;
-// the counters it gathered are still returned.
+// rebuildCounter is the counter name of reg.
 func rebuildCounter(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, _ := reg.Gather()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			var v float64
@@ -227,7 +227,10 @@ func rebuildCounter(t testing.TB, reg *prometheus.Registry, name string) float64
 // stage partitions) and the load average.
 func logRebuildTime(t testing.TB, what string, reg *prometheus.Registry, wall time.Duration, cpu float64) {
 	t.Helper()
-	mfs, _ := reg.Gather() // see rebuildCounter
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
 	var sum float64
 	var n uint64
 	for _, mf := range mfs {

@@ -6,8 +6,13 @@ import (
 	"github.com/cdcjoin/cdcjoin/joinstate"
 )
 
-// StoreStats is one state store's figures, labelled by its partition.
+// StoreStats is one state store's figures, labelled by its stage and
+// partition. Stage is "join" for the two-table join and a plan stage's
+// number ("1", "2", …, as in cdcjoin_stage_*) for a multi-stage plan: each
+// stage has a store per keyed partition, so (Stage, Partition) must be
+// unique in one scrape.
 type StoreStats struct {
+	Stage     string
 	Partition string
 	joinstate.Stats
 }
@@ -21,20 +26,20 @@ type stateCollector struct {
 
 // NewStateCollector returns a collector that calls list on every scrape
 // (from the scraping goroutine; list must be safe for that) and reports per
-// partition:
+// stage and partition:
 //
-//	cdcjoin_state_bytes{partition}                      estimated bytes on disk
-//	cdcjoin_state_keyspace_bytes{partition,keyspace}   parent | child | child_index | parent_index
-//	cdcjoin_state_write_amplification{partition}
-//	cdcjoin_state_block_cache_hits_total{partition}     pebble block cache
-//	cdcjoin_state_block_cache_misses_total{partition}
-//	cdcjoin_state_row_cache_hits_total{partition}       point reads answered in memory
-//	cdcjoin_state_row_cache_misses_total{partition}     point reads that went to pebble
+//	cdcjoin_state_bytes{stage,partition}                      estimated bytes on disk
+//	cdcjoin_state_keyspace_bytes{stage,partition,keyspace}   parent | child | child_index | parent_index
+//	cdcjoin_state_write_amplification{stage,partition}
+//	cdcjoin_state_block_cache_hits_total{stage,partition}     pebble block cache
+//	cdcjoin_state_block_cache_misses_total{stage,partition}
+//	cdcjoin_state_row_cache_hits_total{stage,partition}       point reads answered in memory
+//	cdcjoin_state_row_cache_misses_total{stage,partition}     point reads that went to pebble
 //
 // The counters restart when a partition's store is reopened (after it moved).
 func NewStateCollector(list func() []StoreStats) prometheus.Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, append([]string{"partition"}, labels...), nil)
+		return prometheus.NewDesc(name, help, append([]string{"stage", "partition"}, labels...), nil)
 	}
 	return &stateCollector{
 		list:        list,
@@ -56,18 +61,18 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.list() {
-		p := s.Partition
-		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.DiskBytes), p)
+		sp := []string{s.Stage, s.Partition}
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.DiskBytes), sp...)
 		for _, ks := range []struct {
 			name string
 			n    uint64
 		}{{"parent", s.ParentBytes}, {"child", s.ChildBytes}, {"child_index", s.ChildIndexBytes}, {"parent_index", s.ParentIndexBytes}} {
-			ch <- prometheus.MustNewConstMetric(c.keyspace, prometheus.GaugeValue, float64(ks.n), p, ks.name)
+			ch <- prometheus.MustNewConstMetric(c.keyspace, prometheus.GaugeValue, float64(ks.n), append(sp, ks.name)...)
 		}
-		ch <- prometheus.MustNewConstMetric(c.writeAmp, prometheus.GaugeValue, s.WriteAmp, p)
-		ch <- prometheus.MustNewConstMetric(c.blockHits, prometheus.CounterValue, float64(s.BlockCacheHits), p)
-		ch <- prometheus.MustNewConstMetric(c.blockMisses, prometheus.CounterValue, float64(s.BlockCacheMisses), p)
-		ch <- prometheus.MustNewConstMetric(c.rowHits, prometheus.CounterValue, float64(s.RowCacheHits), p)
-		ch <- prometheus.MustNewConstMetric(c.rowMisses, prometheus.CounterValue, float64(s.RowCacheMisses), p)
+		ch <- prometheus.MustNewConstMetric(c.writeAmp, prometheus.GaugeValue, s.WriteAmp, sp...)
+		ch <- prometheus.MustNewConstMetric(c.blockHits, prometheus.CounterValue, float64(s.BlockCacheHits), sp...)
+		ch <- prometheus.MustNewConstMetric(c.blockMisses, prometheus.CounterValue, float64(s.BlockCacheMisses), sp...)
+		ch <- prometheus.MustNewConstMetric(c.rowHits, prometheus.CounterValue, float64(s.RowCacheHits), sp...)
+		ch <- prometheus.MustNewConstMetric(c.rowMisses, prometheus.CounterValue, float64(s.RowCacheMisses), sp...)
 	}
 }

@@ -41,7 +41,7 @@ func TestStateCollector(t *testing.T) {
 			closed = true
 			return nil
 		}
-		return []metrics.StoreStats{{Partition: "3", Stats: s}}
+		return []metrics.StoreStats{{Stage: "2", Partition: "3", Stats: s}}
 	}))
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -57,6 +57,9 @@ func TestStateCollector(t *testing.T) {
 				}
 				if l.GetName() == "partition" && l.GetValue() != "3" {
 					t.Errorf("%s: partition label %q", name, l.GetValue())
+				}
+				if l.GetName() == "stage" && l.GetValue() != "2" {
+					t.Errorf("%s: stage label %q", name, l.GetValue())
 				}
 			}
 			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
