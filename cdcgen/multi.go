@@ -110,6 +110,12 @@ type MultiOptions struct {
 	// StateEvery keeps the DB state of every StateEvery-th checkpoint in
 	// MultiHistory.States (0: none; Final is always kept).
 	StateEvery int
+	// Hot is the probability that a foreign key drawn for a row refers
+	// to id 1 of its table (a hot key: that parent gets a large share of
+	// the children) instead of a live id drawn uniformly; 0 (the default)
+	// draws nothing for it, so that histories of other options do not
+	// change.
+	Hot float64
 }
 
 // DefaultMultiOptions has every hard case on.
@@ -370,6 +376,9 @@ func (g *multiGen) value(c *MultiColumn, orphanOK bool) MultiValue {
 		return MultiValue{Str: true, Text: vals[g.rng.IntN(len(vals))]}
 	case MultiInt:
 		return MultiValue{Int: int64(g.rng.IntN(7) * 300)}
+	}
+	if g.o.Hot > 0 && g.rng.Float64() < g.o.Hot {
+		return MultiValue{Int: 1}
 	}
 	if orphanOK && g.rng.IntN(20) == 0 {
 		// A child before its parent: a key not created yet.

@@ -65,7 +65,10 @@ type Operator struct {
 	// (a memstate.State, written out in key order: rebuild.go), nothing
 	// sent or emitted; it steps one such record (m's Pos and Version set).
 	// The operator must keep nothing in memory between records (the
-	// worker goes on row by row with the same operator).
+	// worker goes on row by row with the same operator), and no work in
+	// progress: the rebuild ends at the group's committed offset, a
+	// position without any, so StateStep does each record's work at once
+	// (a plan stage's fan-outs: stage.Operator.StepOn).
 	StateStep func(st stage.State, m *keyedlog.Msg) error
 	// Committed, if set, is called on the worker's goroutine after each
 	// committed batch (metrics from the operator's counters).
@@ -95,7 +98,7 @@ func (w *worker) newOperator(t keyed.State, fresh bool) error {
 	mk := j.newOp
 	switch {
 	case j.def.n > 0:
-		mk = j.planOperator
+		mk = w.planOperator
 	case mk == nil:
 		mk = w.newRouter
 		if j.cfg.IsTimeJoin() {

@@ -53,10 +53,23 @@ import (
 // A stage's partition without local state (moved, or the disk lost) is
 // rebuilt in bulk from its log up to the group's committed offset, as the
 // regular join's is (rebuild.go: the same operator on an in-memory state,
-// ingested with the position), the rest row by row.
+// ingested with the position), the rest row by row. A bulk rebuild does
+// every fan-out at once (stage.Operator.StepOn): the committed offset is a
+// position without fan-outs in progress, where the rows are the same.
 //
-// Not yet for plans: hot-key salting and chunked fan-outs (a stage does
-// each input's fan-out at once).
+// Hot keys: every join stage does fan-outs in chunks (stage.Operator with
+// skew.chunk_rows, planOperator): an input whose fan-out over the other
+// side's rows at its join key does not fit a chunk is continued between
+// other keys' records, its key's later inputs waiting behind it, all kept
+// in the stage's state. The worker paces the steps as the regular join's:
+// by input (with step markers) at the last stage in changelog mode (a
+// re-created batch writes the same changes), by time otherwise (stages
+// before the last write no sink: their output, rows' states in the next
+// stage's log, converges whatever the chunks). Counted per stage:
+// cdcjoin_stage_chunked_total, cdcjoin_stage_waited_total.
+//
+// Not yet for plans: hot-key salting (a hot key's rows stay on its one
+// partition of each stage; its fan-outs are chunked, not spread).
 
 // planRun is what Run keeps of a plan (nil in deps for the regular join).
 type planRun struct {
@@ -202,23 +215,41 @@ func setupPlan(ctx context.Context, cfg *config.Config, pr *planRun, adm *kadm.C
 	return top, writtenLimits(ctx, cfg, adm, log, &top, written)
 }
 
-// planOperator makes plan stage n's operator for a keyed partition.
-func (j *joinStage) planOperator(of OperatorFor) (Operator, error) {
+// planOperator makes plan stage n's operator for a keyed partition: fan-outs
+// in chunks of skew.chunk_rows (stage.Operator.SetChunk; ByInput for a
+// Positioned sink, which only the last stage has), counted per stage after
+// each commit.
+func (w *worker) planOperator(of OperatorFor) (Operator, error) {
+	j := w.j
 	op, err := stage.NewOperator(j.plan.p, j.def.n, of.Partitions)
 	if err != nil {
 		return Operator{}, err
 	}
+	chunk := j.cfg.Skew.ChunkRows
+	op.SetChunk(chunk)
+	n := strconv.Itoa(j.def.n)
 	var last stage.Stats
 	var sent int
+	var chunked, waited uint64
 	committed := func() {
 		st := op.Stats()
-		j.m.StageInputs.WithLabelValues(strconv.Itoa(j.def.n)).Add(float64(st.Inputs - last.Inputs))
-		j.m.StageForwarded.WithLabelValues(strconv.Itoa(j.def.n)).Add(float64(op.Sent.Records - sent))
+		j.m.StageInputs.WithLabelValues(n).Add(float64(st.Inputs - last.Inputs))
+		j.m.StageForwarded.WithLabelValues(n).Add(float64(op.Sent.Records - sent))
 		last, sent = st, op.Sent.Records
+		if c := op.Chunked(); c > chunked {
+			pacing := "time"
+			if w.byInput {
+				pacing = "input"
+			}
+			j.m.StageChunked.WithLabelValues(n, pacing).Add(float64(c - chunked))
+			chunked = c
+		}
+		j.m.StageWaited.WithLabelValues(n).Add(float64(op.Waited() - waited))
+		waited = op.Waited()
 	}
 	quiet := keyedlog.Out{Emit: driver.Discard, Quiet: true} // a bulk rebuild sends and emits nothing
 	step := func(st stage.State, m *keyedlog.Msg) error { return op.StepOn(st, m, quiet) }
-	return Operator{Operator: op, StateStep: step, Committed: committed}, nil
+	return Operator{Operator: op, ByInput: max(chunk, 0), Unchunk: func() { op.SetChunk(-1) }, StateStep: step, Committed: committed}, nil
 }
 
 // discardSink is the sink of a plan stage before the last: it never gets a

@@ -73,6 +73,11 @@ type Metrics struct {
 	StageInputs, StageForwarded *prometheus.CounterVec
 	StageLag                    *prometheus.GaugeVec
 	StageOwned                  *prometheus.GaugeVec
+	// StageChunked counts a plan stage's fan-outs too large for one chunk
+	// (done in steps between other keys' records), by stage and pacing
+	// (steps: input in changelog mode, time in upsert mode); StageWaited
+	// the inputs that waited behind one, by stage.
+	StageChunked, StageWaited *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them with reg (nil: not
@@ -143,11 +148,17 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		StageOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cdcjoin_stage_owned_partitions", Help: "Keyed partitions of a plan stage joined by this instance, by stage.",
 		}, []string{"stage"}),
+		StageChunked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_stage_chunked_total", Help: "Fan-outs of a plan stage too large for one chunk (skew.chunk_rows), done in steps between other keys' records, by stage and pacing (input: changelog mode; time: upsert mode).",
+		}, []string{"stage", "steps"}),
+		StageWaited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdcjoin_stage_waited_total", Help: "Inputs of a plan stage that waited behind their join key's fan-out in chunks, by stage.",
+		}, []string{"stage"}),
 	}
 	if err := register(reg, m.EventsConsumed, m.KeyedRecords, m.ConsumerLag, m.KeyingLag, m.Changes,
 		m.FanOut, m.StateRebuilt, m.StateRebuiltBulk, m.IndexRestoreRecords, m.SinkBatchChanges, m.SinkFlushSeconds, m.Errors,
 		m.DeadLettered, m.OwnedPartitions, m.CatchUpSeconds, m.CatchUpRecords,
-		m.StageInputs, m.StageForwarded, m.StageLag, m.StageOwned); err != nil {
+		m.StageInputs, m.StageForwarded, m.StageLag, m.StageOwned, m.StageChunked, m.StageWaited); err != nil {
 		return nil, err
 	}
 	return m, nil

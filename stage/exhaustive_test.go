@@ -524,7 +524,10 @@ func interleavings(lens []int, limit int, rng *rand.Rand, fn func(order []int) b
 
 // runCase runs every interleaving (or a sample) of runs through sql, with
 // both replica identities and a redelivered suffix of the first run.
-func runCase(t *testing.T, sql string, runs []tableRun, limit int, rng *rand.Rand) (checks int) {
+// runCase runs every interleaving of runs (limit > 0: a sample) through
+// sql's pipeline, checking every step; chunk > 0 applies every stage input
+// in fan-out chunks of that many changes (Join.ApplyChunked).
+func runCase(t *testing.T, sql string, runs []tableRun, limit int, rng *rand.Rand, chunk int) (checks int) {
 	q, p := compileQuery(t, sql)
 	var lens []int
 	for _, r := range runs {
@@ -533,6 +536,7 @@ func runCase(t *testing.T, sql string, runs []tableRun, limit int, rng *rand.Ran
 	for _, full := range []bool{true, false} {
 		interleavings(lens, limit, rng, func(order []int) bool {
 			h := newHarness(t, q, p)
+			h.pl.chunk = chunk
 			pos := make([]int, len(runs))
 			var trace []string
 			fail := func(err error) bool {
@@ -596,7 +600,7 @@ func TestExhaustiveTwoTables(t *testing.T) {
 				if strings.Contains(sql, "domains d2") {
 					runs = runs[1:]
 				}
-				checks += runCase(t, sql, runs, 0, nil)
+				checks += runCase(t, sql, runs, 0, nil, 0)
 				if t.Failed() {
 					t.Fatalf("scripts users=%s domains=%s", un, dn)
 				}
@@ -608,7 +612,16 @@ func TestExhaustiveTwoTables(t *testing.T) {
 
 // TestExhaustiveThreeTables: chains with every kind at each join, a
 // sample of interleavings per script triple.
-func TestExhaustiveThreeTables(t *testing.T) {
+func TestExhaustiveThreeTables(t *testing.T) { exhaustiveThreeTables(t, 0) }
+
+// TestExhaustiveThreeTablesChunked is TestExhaustiveThreeTables with every
+// stage input's fan-out done in chunks of one change (Join.ApplyChunked
+// continued until done, as `run`'s stages do between other keys' inputs):
+// every change checked, the tables equal to the reference at every step.
+// Negative control: TestChunkedCatchesBrokenResume.
+func TestExhaustiveThreeTablesChunked(t *testing.T) { exhaustiveThreeTables(t, 1) }
+
+func exhaustiveThreeTables(t *testing.T, chunk int) {
 	rng := rand.New(rand.NewSource(1))
 	kinds := []string{"JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"}
 	checks := 0
@@ -620,7 +633,7 @@ func TestExhaustiveThreeTables(t *testing.T) {
 				for _, dn := range []string{"move", "delete", "null-fk", "truncate"} {
 					for _, rn := range sortedNames(recordScripts) {
 						runs := []tableRun{{name: "users", ops: userScripts[un]}, {name: "domains", ops: domainScripts[dn]}, {name: "records", ops: recordScripts[rn]}}
-						checks += runCase(t, sql, runs, 12, rng)
+						checks += runCase(t, sql, runs, 12, rng, chunk)
 						if t.Failed() {
 							t.Fatalf("scripts users=%s domains=%s records=%s", un, dn, rn)
 						}
@@ -630,6 +643,55 @@ func TestExhaustiveThreeTables(t *testing.T) {
 		}
 	}
 	t.Logf("%d checks", checks)
+}
+
+// TestChunkedCatchesBrokenResume is the negative control of
+// TestExhaustiveThreeTablesChunked: fan-outs in chunks of one change whose
+// continuation starts over (instead of after the last row done) must fail
+// the checks.
+func TestChunkedCatchesBrokenResume(t *testing.T) {
+	// (The last stage's fan-out: a re-emitted change of an inner stage
+	// is a no-op at the next one.)
+	q, p := compileQuery(t, "SELECT u.id AS uid, u.name AS uname, d.id AS did FROM users u LEFT JOIN domains d ON d.user_id = u.id")
+	// A user with three domains, renamed: fan-outs of three rows.
+	hist := []struct {
+		table string
+		o     op
+	}{
+		{"domains", ins(i64(10), i64(1), str("a.com"))}, {"domains", ins(i64(11), i64(1), str("b.com"))},
+		{"domains", ins(i64(12), i64(1), str("c.com"))}, {"users", ins(i64(1), str("Egor"))},
+		{"users", upd(i64(1), str("Olga"))}, {"domains", del(11)}, {"users", del(1)},
+	}
+	caught, cases := 0, 0
+	for _, broken := range []bool{false, true} {
+		h := newHarness(t, q, p)
+		h.pl.chunk = 1
+		for _, j := range h.pl.joins {
+			j.resumeFromStart = broken
+		}
+		var err error
+		for _, e := range hist {
+			if err = h.step(e.table, e.o, false, false); err == nil {
+				err = h.check(false)
+			}
+			if err != nil {
+				break
+			}
+		}
+		switch {
+		case !broken && err != nil:
+			t.Fatalf("the control's history fails with a correct resume: %v", err)
+		case broken:
+			cases++
+			if err != nil {
+				caught++
+				t.Logf("caught: %v", err)
+			}
+		}
+	}
+	if caught < cases {
+		t.Fatal("a fan-out resumed from the start passed every check")
+	}
 }
 
 // TestExhaustiveCatchesBrokenJoin: the negative control — a join that

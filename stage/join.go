@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -90,6 +91,9 @@ type Join struct {
 	delta      Delta
 	fan        uint64
 	scanPrefix []byte
+	// resumeFromStart (tests: the negative control of ApplyChunked) makes
+	// a continued fan-out start over instead of after its last row.
+	resumeFromStart bool
 
 	// verifyAbsent: read an Absent input's row anyway and fail if it
 	// exists (the tests' check of the Feeders' hints).
@@ -237,10 +241,25 @@ func (j *Join) anyRow(kv State, key []byte, s Side) (bool, error) {
 // eachMatchable streams side s's matchable rows at key, each decoded into
 // j.orec with its identity (copied: fn may emit).
 func (j *Join) eachMatchable(kv State, key []byte, s Side, fn func(id []byte) error) error {
+	return j.eachMatchableAfter(kv, key, s, nil, fn)
+}
+
+// rowsAfter is the resumed scan a State may offer (keyedState does):
+// group's rows whose id sorts after after (every row when after is nil).
+type rowsAfter interface {
+	RowsAfter(group, after []byte, fn func(id, value []byte) error) error
+}
+
+// eachMatchableAfter is eachMatchable over the rows whose identity sorts
+// after after (every row when after is nil).
+func (j *Join) eachMatchableAfter(kv State, key []byte, s Side, after []byte, fn func(id []byte) error) error {
 	if key[0] == Unmatchable {
 		return nil
 	}
 	if j.unique[j.slot(s)] {
+		if after != nil && bytes.Compare(key, after) <= 0 {
+			return nil
+		}
 		j.key2 = j.group(j.key2, key, s)
 		v, ok, err := kv.Row(j.key2, key)
 		if err != nil || !ok || v[0]&1 == 0 {
@@ -251,7 +270,7 @@ func (j *Join) eachMatchable(kv State, key []byte, s Side, fn func(id []byte) er
 		}
 		return fn(append([]byte(nil), key...))
 	}
-	return kv.Rows(j.group(nil, key, s), func(oid, v []byte) error {
+	each := func(oid, v []byte) error {
 		if v[0]&1 == 0 {
 			return nil
 		}
@@ -260,42 +279,116 @@ func (j *Join) eachMatchable(kv State, key []byte, s Side, fn func(id []byte) er
 			return err
 		}
 		return fn(id)
+	}
+	group := j.group(nil, key, s)
+	if after == nil {
+		return kv.Rows(group, each)
+	}
+	if ra, ok := kv.(rowsAfter); ok {
+		return ra.RowsAfter(group, after, each)
+	}
+	return kv.Rows(group, func(oid, v []byte) error {
+		if bytes.Compare(oid, after) <= 0 {
+			return nil
+		}
+		return each(oid, v)
 	})
 }
 
 // Apply applies one input of side s with version. Versions must increase
 // from one call to the next on the same state.
 func (j *Join) Apply(kv State, s Side, in *Input, version uint64, emit Emit) error {
-	j.Stats.Inputs++
-	j.fan = 0
-	var err error
-	if in.Delete {
-		err = j.delete(kv, s, in.Key, in.ID, version, emit)
-	} else {
-		err = j.upsert(kv, s, in, version, emit)
-	}
-	if j.fan == 0 {
-		j.Stats.NoOps++
-	}
-	j.Stats.MaxFanOut = max(j.Stats.MaxFanOut, j.fan)
+	var c FanOut
+	_, err := j.ApplyChunked(kv, s, in, version, &c, -1, emit)
 	return err
 }
 
-func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
+// FanOut is where a stage input's fan-out done in chunks stands
+// (ApplyChunked): the zero value is an input not started.
+type FanOut struct {
+	// Started: a chunk was done (the input is counted in Stats.Inputs).
+	Started bool
+	// After is the identity of the last row of the other side done (nil:
+	// none yet), Exists whether the other side had a matchable row among
+	// those done, Fan the changes emitted so far.
+	After  []byte
+	Exists bool
+	Fan    uint64
+}
+
+// ApplyChunked applies one input of side s with version as Apply does,
+// but emits at most about budget changes (budget < 0: no limit): the fan-out
+// over the other side's rows at the input's key stops before the row that
+// would start past the budget, with more true and c telling where it
+// stands; calling it again with the same input, version and c continues
+// it. The input's own row is written, and its padded row emitted, when
+// the fan-out is done. Between the calls of one input the state must not
+// change at the input's key (the driver holds the key's later inputs back,
+// and finishes every fan-out before a Clear or Load), so each call re-reads
+// what the first one read and a continued fan-out emits exactly what Apply
+// would have, in the same order. A budget > 0 always makes progress.
+func (j *Join) ApplyChunked(kv State, s Side, in *Input, version uint64, c *FanOut, budget int, emit Emit) (more bool, err error) {
+	if !c.Started {
+		j.Stats.Inputs++
+		c.Started = true
+	}
+	j.fan = 0
+	if in.Delete {
+		more, err = j.delete(kv, s, in.Key, in.ID, version, c, budget, emit)
+	} else {
+		more, err = j.upsert(kv, s, in, version, c, budget, emit)
+	}
+	c.Fan += j.fan
+	if err != nil || more {
+		return more, err
+	}
+	if c.Fan == 0 {
+		j.Stats.NoOps++
+	}
+	j.Stats.MaxFanOut = max(j.Stats.MaxFanOut, c.Fan)
+	return false, nil
+}
+
+// chunkMatchable streams side s's matchable rows at key after c.After
+// like eachMatchable, recording each row done in c, and stops (more)
+// before a row once the call emitted budget changes (budget >= 0).
+func (j *Join) chunkMatchable(kv State, key []byte, s Side, c *FanOut, budget int, fn func(id []byte) error) (more bool, err error) {
+	after := c.After
+	if j.resumeFromStart {
+		after = nil
+	}
+	err = j.eachMatchableAfter(kv, key, s, after, func(id []byte) error {
+		if budget >= 0 && j.fan >= uint64(budget) {
+			more = true
+			return ErrStop
+		}
+		c.Exists = true
+		if err := fn(id); err != nil {
+			return err
+		}
+		c.After = append(c.After[:0], id...)
+		return nil
+	})
+	return more, stopOK(err)
+}
+
+func (j *Join) upsert(kv State, s Side, in *Input, v uint64, c *FanOut, budget int, emit Emit) (bool, error) {
 	o := s.other()
 	padS, padO := j.pads(s), j.pads(o)
+	// An Absent input is not read, in every call of a chunked fan-out:
+	// nothing at its key changes until the fan-out is done.
 	var had bool
 	var err error
 	if !in.Absent || j.verifyAbsent {
 		if had, err = j.read(kv, in.Key, s, in.ID, &j.old); err != nil {
-			return err
+			return false, err
 		}
 		if had && in.Absent {
-			return fmt.Errorf("cdcjoin: stage %d: internal: an input of side %c marked absent has a row at its key", j.n, s)
+			return false, fmt.Errorf("cdcjoin: stage %d: internal: an input of side %c marked absent has a row at its key", j.n, s)
 		}
 	}
 	if had && j.old.matchable == in.Matchable && equalRows(j.old.row, in.Row) {
-		return nil
+		return false, nil
 	}
 	if !had {
 		j.old.row = j.old.row[:0]
@@ -306,17 +399,15 @@ func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 	var others bool
 	if oldM != newM && padO {
 		if others, err = j.anyMatchable(kv, in.Key, s, in.ID); err != nil {
-			return err
+			return false, err
 		}
 	}
 	firstS := newM && !oldM && !others
 	lastS := oldM && !newM && !others
-	oExists := false
 	if newM || oldM {
 		var padEpochO uint64
 		epochRead := false
-		err = j.eachMatchable(kv, in.Key, o, func(oid []byte) error {
-			oExists = true
+		more, err := j.chunkMatchable(kv, in.Key, o, c, budget, func(oid []byte) error {
 			switch {
 			case newM && oldM:
 				return j.emitJoined(emit, s, row.Upsert, in.ID, in.Row, j.old.row, oid, in.Key, v, max(j.old.version, j.orec.version))
@@ -343,15 +434,16 @@ func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 			}
 			return nil
 		})
-		if err != nil {
-			return err
+		if err != nil || more {
+			return more, err
 		}
-		if lastS && padO && oExists {
+		if lastS && padO && c.Exists {
 			if err := j.setPadEpoch(kv, in.Key, o, v); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
+	oExists := c.Exists
 	if padS {
 		before := had && !(oldM && oExists)
 		after := !(newM && oExists)
@@ -361,7 +453,7 @@ func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 			if oldM {
 				e, err := j.padEpoch(kv, in.Key, s)
 				if err != nil {
-					return err
+					return false, err
 				}
 				prevVer = max(prevVer, e)
 			}
@@ -375,40 +467,36 @@ func (j *Join) upsert(kv State, s Side, in *Input, v uint64, emit Emit) error {
 			err = j.emitPad(emit, s, row.Upsert, in.ID, in.Row, nil, in.Key, v, 0)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	if j.unique[j.slot(s)] && in.Key[0] != Unmatchable && string(in.Key) != string(in.ID) {
-		return fmt.Errorf("cdcjoin: stage %d: internal: a row of side %c whose join key is its primary key has an identity other than its key", j.n, s)
+		return false, fmt.Errorf("cdcjoin: stage %d: internal: a row of side %c whose join key is its primary key has an identity other than its key", j.n, s)
 	}
 	j.enc = appendRecord(j.enc[:0], &record{matchable: newM, version: v, row: in.Row})
 	j.key = j.group(j.key, in.Key, s)
-	return kv.PutRow(j.key, in.ID, j.enc)
+	return false, kv.PutRow(j.key, in.ID, j.enc)
 }
 
-func (j *Join) delete(kv State, s Side, key, id []byte, v uint64, emit Emit) error {
+// delete deletes s's row id at key. The row is deleted when its fan-out
+// is done (ApplyChunked re-reads it until then).
+func (j *Join) delete(kv State, s Side, key, id []byte, v uint64, c *FanOut, budget int, emit Emit) (bool, error) {
 	o := s.other()
 	padS, padO := j.pads(s), j.pads(o)
 	had, err := j.read(kv, key, s, id, &j.old)
 	if err != nil || !had {
-		return err
+		return false, err
 	}
-	j.key = j.group(j.key, key, s)
-	if err := kv.DeleteRow(j.key, id); err != nil {
-		return err
-	}
-	oExists := false
+	last := false // the last matchable row of s at key (only asked when o is padded)
 	if j.old.matchable {
-		last := false // the last matchable row of s at key (only asked when o is padded)
 		if padO {
-			others, err := j.anyMatchable(kv, key, s, nil)
+			others, err := j.anyMatchable(kv, key, s, id)
 			if err != nil {
-				return err
+				return false, err
 			}
 			last = !others
 		}
-		err = j.eachMatchable(kv, key, o, func(oid []byte) error {
-			oExists = true
+		more, err := j.chunkMatchable(kv, key, o, c, budget, func(oid []byte) error {
 			if err := j.emitJoined(emit, s, row.Retract, id, j.old.row, nil, oid, key, v, max(j.old.version, j.orec.version)); err != nil {
 				return err
 			}
@@ -417,13 +505,18 @@ func (j *Join) delete(kv State, s Side, key, id []byte, v uint64, emit Emit) err
 			}
 			return nil
 		})
-		if err != nil {
-			return err
+		if err != nil || more {
+			return more, err
 		}
-		if last && padO && oExists {
-			if err := j.setPadEpoch(kv, key, o, v); err != nil {
-				return err
-			}
+	}
+	oExists := c.Exists
+	j.key = j.group(j.key, key, s)
+	if err := kv.DeleteRow(j.key, id); err != nil {
+		return false, err
+	}
+	if last && padO && oExists {
+		if err := j.setPadEpoch(kv, key, o, v); err != nil {
+			return false, err
 		}
 	}
 	if padS && !(j.old.matchable && oExists) {
@@ -431,23 +524,23 @@ func (j *Join) delete(kv State, s Side, key, id []byte, v uint64, emit Emit) err
 		if j.old.matchable {
 			e, err := j.padEpoch(kv, key, s)
 			if err != nil {
-				return err
+				return false, err
 			}
 			prevVer = max(prevVer, e)
 		}
 		if err := j.emitPad(emit, s, row.Retract, id, j.old.row, nil, key, v, prevVer); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if padS && key[0] != Unmatchable {
 		if any, err := j.anyRow(kv, key, s); err != nil {
-			return err
+			return false, err
 		} else if !any {
 			j.key2 = j.padKey(j.key2, key, s)
-			return kv.DeleteValue(j.key2)
+			return false, kv.DeleteValue(j.key2)
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // Clear deletes every row of side s (a truncate of its table), emitting
@@ -457,7 +550,8 @@ func (j *Join) Clear(kv State, s Side, version uint64, emit Emit) error {
 		if side != s {
 			return nil
 		}
-		return j.delete(kv, s, key, id, version, emit)
+		_, err := j.delete(kv, s, key, id, version, &FanOut{}, -1, emit)
+		return err
 	})
 }
 

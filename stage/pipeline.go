@@ -26,7 +26,11 @@ type Pipeline struct {
 	out    Output
 
 	filtered []Delta // scratch per stage for Filter
-	kv       State
+	// chunk (tests), if > 0, applies every stage input through
+	// Join.ApplyChunked with this budget, continued until done: the same
+	// changes in the same order as Apply.
+	chunk int
+	kv    State
 	next     func() uint64
 	emit     func(*row.Change) error
 }
@@ -100,7 +104,17 @@ func (pl *Pipeline) feed(n int, side Side, d *Delta) error {
 	j := pl.joins[n-1]
 	emit := pl.emitter(n)
 	return f.Feed(d, func(in *Input) error {
-		return j.Apply(pl.kv, side, in, pl.next(), emit)
+		if pl.chunk <= 0 {
+			return j.Apply(pl.kv, side, in, pl.next(), emit)
+		}
+		v := pl.next()
+		var c FanOut
+		for {
+			more, err := j.ApplyChunked(pl.kv, side, in, v, &c, pl.chunk, emit)
+			if err != nil || !more {
+				return err
+			}
+		}
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/plan"
 	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/skew"
 )
 
 // A plan in `run`: every stage n (1-based) has its own keyed log, and an
@@ -142,9 +143,19 @@ func (s *Source) Key(kv State, t int, ev *debezium.Event, parts int32, send func
 // the driver of `run` runs it over one partition of the stage's log
 // (driver.Operator): records of its log in, changes to the next stage's log
 // (Out.Next, partitions of parts) or, at the end of the plan, to the sink
-// (Out.Emit). Everything it does is done within Step: Busy and Runnable
-// are always false. The state must be a joinstate.Txn (a keyed.State with
+// (Out.Emit). The state must be a joinstate.Txn (a keyed.State with
 // ScanChildren). Not safe for concurrent use.
+//
+// Fair fan-out (SetChunk > 0, join stages): an input's fan-out over the
+// other side's rows at its join key that does not fit the chunk becomes a
+// task of a skew.Scheduler (Join.ApplyChunked's FanOut, kept in the
+// state's Aux keyspace with the key's later inputs waiting behind it),
+// continued by Advance between other keys' inputs; Busy and Runnable
+// report such tasks. The Scheduler's turns are kept in the state, so the
+// steps are a function of the committed state and the records (what a
+// driver stepping by input needs). A clear or a load record first
+// finishes every task (Drain). Rows at Unmatchable never fan out and are
+// applied at once. The materializer does each input at once.
 type Operator struct {
 	p     *plan.Plan
 	n     int
@@ -164,6 +175,12 @@ type Operator struct {
 	o        keyedlog.Out
 	// Sent counts the records sent to the next stage.
 	Sent Sent
+
+	sched *skew.Scheduler // fan-outs in chunks (nil: the materializer)
+	chunk int             // rows an input's fan-out emits in Step; <= 0: all at once
+	xop   skew.Op
+	fo    FanOut
+	task  []byte
 }
 
 // NewOperator returns the operator of stage n (1-based; len(p.Stages)+1
@@ -179,6 +196,7 @@ func NewOperator(p *plan.Plan, n int, parts int32) (*Operator, error) {
 	op := &Operator{p: p, n: n, parts: parts, out: Output{p: p}}
 	if n <= len(p.Stages) {
 		op.join = NewJoin(&p.Stages[n-1])
+		op.sched = skew.NewScheduler(opExec{op})
 		if n < len(p.Stages) {
 			op.next = NewFeeder(&p.Stages[n], L)
 		}
@@ -205,37 +223,103 @@ func (op *Operator) Stats() Stats {
 	return op.join.Stats
 }
 
-// Load implements driver.Operator (nothing is kept in memory).
-func (op *Operator) Load(keyed.State) error { return nil }
+// SetChunk sets how many changes an input's fan-out emits in Step before
+// the rest becomes work in progress for Advance (rows <= 0: none, every
+// input is done at once; the default). Work in progress left in the state
+// by a chunked run is still finished by Advance.
+func (op *Operator) SetChunk(rows int) { op.chunk = rows }
 
-// Busy implements driver.Operator.
-func (op *Operator) Busy() bool { return false }
+// Chunked returns the number of fan-outs that did not fit one chunk, and
+// Waited the number of inputs that waited behind one (since NewOperator;
+// zero for the materializer).
+func (op *Operator) Chunked() uint64 {
+	if op.sched == nil {
+		return 0
+	}
+	return op.sched.Started
+}
 
-// Runnable implements driver.Operator.
-func (op *Operator) Runnable() bool { return false }
+// Waited: see Chunked.
+func (op *Operator) Waited() uint64 {
+	if op.sched == nil {
+		return 0
+	}
+	return op.sched.Queued
+}
 
-// Advance implements driver.Operator.
-func (op *Operator) Advance(keyed.State, int, keyedlog.Out) (int, error) { return 0, nil }
+// Load implements driver.Operator: the fan-outs in progress committed in t.
+func (op *Operator) Load(t keyed.State) error {
+	if op.sched == nil {
+		return nil
+	}
+	return op.sched.Load(t)
+}
 
-// Step implements driver.Operator: one record of the stage's log.
-func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error {
+// Busy implements driver.Operator: fan-outs are in progress.
+func (op *Operator) Busy() bool { return op.sched != nil && op.sched.Busy() > 0 }
+
+// Runnable implements driver.Operator: a fan-out in progress waits for
+// nothing but its turn, so it is Busy.
+func (op *Operator) Runnable() bool { return op.Busy() }
+
+// Advance implements driver.Operator: the fan-outs in progress, round
+// robin, by up to budget changes (budget < 0, or an Operator without
+// chunking: all of them).
+func (op *Operator) Advance(t keyed.State, budget int, out keyedlog.Out) (int, error) {
+	if !op.Busy() {
+		return 0, nil
+	}
+	if err := op.bind(t, out); err != nil {
+		return 0, err
+	}
+	if op.chunk <= 0 {
+		budget = -1
+	}
+	return op.sched.Step(t, budget, out)
+}
+
+// bind makes t and out the state and output of the calls that follow.
+func (op *Operator) bind(t keyed.State, out keyedlog.Out) error {
 	sc, ok := t.(scanner)
 	if !ok {
 		return errors.New("cdcjoin: plan stage: the state cannot scan rows across groups")
 	}
 	op.kv = keyedState{t: t, scan: sc}
-	return op.StepOn(&op.kv, m, out)
+	op.o = out
+	return nil
 }
 
-// StepOn is Step on a State: the same record applied the same way, to st
-// (run's bulk rebuild of a stage partition steps its log on an in-memory
-// State with a Quiet out, then writes that State out: the same rows and
-// values Step leaves in the pebble state over KeyedState).
+// Step implements driver.Operator: one record of the stage's log.
+func (op *Operator) Step(t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error {
+	if err := op.bind(t, out); err != nil {
+		return err
+	}
+	return op.step(&op.kv, t, m, out)
+}
+
+// StepOn is Step on a State without chunks: the same record applied the
+// same way to st, but every input's fan-out done at once, as Step does with
+// SetChunk <= 0 (run's bulk rebuild of a stage partition steps its log up
+// to the group's committed offset on an in-memory State with a Quiet out,
+// then writes that State out: the same rows and values Step leaves in the
+// pebble state over KeyedState at that offset, a position without fan-outs
+// in progress, where a chunked fan-out has written what Apply writes). It
+// fails while fan-outs are in progress (Busy: those live in a keyed.State).
 func (op *Operator) StepOn(st State, m *keyedlog.Msg, out keyedlog.Out) error {
+	if op.Busy() {
+		return fmt.Errorf("cdcjoin: plan stage %d: internal: a record stepped on a State with fan-outs in progress", op.n)
+	}
+	op.o = out
+	return op.step(st, nil, m, out)
+}
+
+// step applies record m to st (the view of t, when t is set: then inputs
+// go through the Scheduler, and clears and loads drain it first; without t
+// every input is done at once).
+func (op *Operator) step(st State, t keyed.State, m *keyedlog.Msg, out keyedlog.Out) error {
 	if m.Kind != keyedlog.KindStage {
 		return fmt.Errorf("cdcjoin: plan stage %d: unexpected record kind %d in its log", op.n, m.Kind)
 	}
-	op.o = out
 	k := m.Key
 	if len(k) < 1 {
 		return fmt.Errorf("%w: empty stage record key", row.ErrCorrupt)
@@ -267,34 +351,191 @@ func (op *Operator) StepOn(st State, m *keyedlog.Msg, out keyedlog.Out) error {
 	case op.join == nil:
 		return fmt.Errorf("%w: stage record %q in the materializer's log", row.ErrCorrupt, k[0])
 	case k[0] == recClear && len(k) == 2:
+		if err := op.drain(t, out); err != nil {
+			return err
+		}
 		return op.join.Clear(st, Side(k[1]), m.Version, op.emitter())
 	case k[0] == recInput && len(k) >= 2:
-		s := Side(k[1])
-		key, id, err := splitLen(k[2:])
+		if len(m.Value) > 0 && m.Value[0]&flagLoad != 0 {
+			s := Side(k[1])
+			key, id, err := splitLen(k[2:])
+			if err != nil {
+				return err
+			}
+			if err := op.drain(t, out); err != nil {
+				return err
+			}
+			f := m.Value[0]
+			ver, pad, vals, err := decodeLoad(f, m.Value[1:], op.vals)
+			op.vals = vals
+			if err != nil {
+				return err
+			}
+			return op.join.Load(st, s, key, id, f&flagMatchable != 0, ver, pad, vals)
+		}
+		s, err := op.decodeInput(k, m.Value)
 		if err != nil {
 			return err
 		}
-		op.in = Input{Delete: true, Key: key, ID: id}
-		if m.Value != nil {
-			if len(m.Value) < 1 {
-				return fmt.Errorf("%w: stage record value", row.ErrCorrupt)
-			}
-			if f := m.Value[0]; f&flagLoad != 0 {
-				ver, pad, vals, err := decodeLoad(f, m.Value[1:], op.vals)
-				op.vals = vals
-				if err != nil {
-					return err
-				}
-				return op.join.Load(st, s, key, id, f&flagMatchable != 0, ver, pad, vals)
-			}
-			if op.vals, err = row.DecodeRow(op.vals[:0], m.Value[1:]); err != nil {
-				return err
-			}
-			op.in = Input{Key: key, ID: id, Row: op.vals, Matchable: m.Value[0]&flagMatchable != 0}
+		if t == nil || op.in.Key[0] == Unmatchable || op.chunk <= 0 && !op.Busy() {
+			return op.join.Apply(st, s, &op.in, m.Version, op.emitter())
 		}
-		return op.join.Apply(st, s, &op.in, m.Version, op.emitter())
+		op.xop = skew.Op{Kind: skew.OpApply, In: keyed.Input{JoinKey: k, ChildKey: m.Value}, Version: m.Version}
+		budget := op.chunk
+		if budget <= 0 {
+			budget = -1
+		}
+		_, err = op.sched.Submit(t, op.in.Key, &op.xop, budget, out)
+		return err
 	}
 	return fmt.Errorf("%w: stage record kind %q", row.ErrCorrupt, k[0])
+}
+
+// decodeInput decodes an input record (not a load) of the stage's log into
+// op.in, returning its side.
+func (op *Operator) decodeInput(k, value []byte) (Side, error) {
+	s := Side(k[1])
+	key, id, err := splitLen(k[2:])
+	if err != nil {
+		return 0, err
+	}
+	if len(key) == 0 {
+		return 0, fmt.Errorf("%w: stage record without a join key", row.ErrCorrupt)
+	}
+	op.in = Input{Delete: true, Key: key, ID: id}
+	if value != nil {
+		if len(value) < 1 {
+			return 0, fmt.Errorf("%w: stage record value", row.ErrCorrupt)
+		}
+		if op.vals, err = row.DecodeRow(op.vals[:0], value[1:]); err != nil {
+			return 0, err
+		}
+		op.in = Input{Key: key, ID: id, Row: op.vals, Matchable: value[0]&flagMatchable != 0}
+	}
+	return s, nil
+}
+
+// drain finishes every fan-out in progress (before a clear or a load).
+func (op *Operator) drain(t keyed.State, out keyedlog.Out) error {
+	if t == nil || !op.Busy() {
+		return nil
+	}
+	if err := op.sched.Drain(t, out); err != nil {
+		return err
+	}
+	return op.bind(t, out)
+}
+
+// opExec is an Operator's skew.Executor. Its ops are input records of the
+// stage's log: In.JoinKey is the record's key and In.ChildKey its value
+// (nil: a delete), Version the input's version; its tasks are
+// appendTask's encodings.
+type opExec struct{ op *Operator }
+
+// Run implements skew.Executor.
+func (x opExec) Run(t keyed.State, _ []byte, sop *skew.Op, budget int, out keyedlog.Out) ([]byte, int, error) {
+	if sop.Kind != skew.OpApply {
+		return nil, 0, fmt.Errorf("cdcjoin: plan stage: unexpected op kind %d", sop.Kind)
+	}
+	x.op.fo = FanOut{}
+	return x.op.runInput(t, sop.In.JoinKey, sop.In.ChildKey, sop.Version, budget, out)
+}
+
+// Resume implements skew.Executor.
+func (x opExec) Resume(t keyed.State, _, task []byte, budget int, out keyedlog.Out) ([]byte, int, error) {
+	key, value, version, err := decodeTask(task, &x.op.fo)
+	if err != nil {
+		return nil, 0, err
+	}
+	return x.op.runInput(t, key, value, version, budget, out)
+}
+
+// runInput runs (or continues, from op.fo) the input record key/value
+// with version for up to budget changes; a task when work is left.
+func (op *Operator) runInput(t keyed.State, key, value []byte, version uint64, budget int, out keyedlog.Out) ([]byte, int, error) {
+	if err := op.bind(t, out); err != nil {
+		return nil, 0, err
+	}
+	s, err := op.decodeInput(key, value)
+	if err != nil {
+		return nil, 0, err
+	}
+	before := op.fo.Fan
+	more, err := op.join.ApplyChunked(&op.kv, s, &op.in, version, &op.fo, budget, op.emitter())
+	used := int(op.fo.Fan - before)
+	if err != nil || !more {
+		return nil, used, err
+	}
+	op.task = appendTask(op.task[:0], key, value, version, &op.fo)
+	return op.task, used, nil
+}
+
+// appendTask appends a fan-out in progress: uvarint version, the record's
+// key and value (each uvarint(len+1) and the bytes, 0 for nil), a flag
+// byte (1: Exists), uvarint Fan, the last identity done (as the key).
+func appendTask(dst, key, value []byte, version uint64, fo *FanOut) []byte {
+	dst = binary.AppendUvarint(dst, version)
+	dst = appendNilBytes(appendNilBytes(dst, key), value)
+	flags := byte(0)
+	if fo.Exists {
+		flags = 1
+	}
+	dst = binary.AppendUvarint(append(dst, flags), fo.Fan)
+	return appendNilBytes(dst, fo.After)
+}
+
+// decodeTask decodes appendTask's encoding; key and value alias b, fo's
+// After is copied.
+func decodeTask(b []byte, fo *FanOut) (key, value []byte, version uint64, err error) {
+	bad := fmt.Errorf("%w: plan stage fan-out task", row.ErrCorrupt)
+	version, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, nil, 0, bad
+	}
+	b = b[n:]
+	var ok bool
+	if key, b, ok = nilBytes(b); !ok || key == nil {
+		return nil, nil, 0, bad
+	}
+	if value, b, ok = nilBytes(b); !ok || len(b) < 1 {
+		return nil, nil, 0, bad
+	}
+	exists := b[0] == 1
+	fan, n := binary.Uvarint(b[1:])
+	if n <= 0 {
+		return nil, nil, 0, bad
+	}
+	after, rest, ok := nilBytes(b[1+n:])
+	if !ok || len(rest) != 0 {
+		return nil, nil, 0, bad
+	}
+	*fo = FanOut{Started: true, Exists: exists, Fan: fan}
+	if after != nil {
+		fo.After = append([]byte(nil), after...)
+	}
+	return key, value, version, nil
+}
+
+func appendNilBytes(dst, b []byte) []byte {
+	if b == nil {
+		return append(dst, 0)
+	}
+	return append(binary.AppendUvarint(dst, uint64(len(b))+1), b...)
+}
+
+func nilBytes(b []byte) (v, rest []byte, ok bool) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, b, false
+	}
+	b = b[n:]
+	if l == 0 {
+		return nil, b, true
+	}
+	if uint64(len(b)) < l-1 {
+		return nil, b, false
+	}
+	return b[: l-1 : l-1], b[l-1:], true
 }
 
 // emitter is where the join's output goes: its residual filter, then the
@@ -388,6 +629,9 @@ func (k *keyedState) PutRow(group, id, value []byte) error       { return k.t.Pu
 func (k *keyedState) DeleteRow(group, id []byte) error           { return k.t.DeleteChild(group, id) }
 func (k *keyedState) Rows(group []byte, fn func(id, value []byte) error) error {
 	return stopOK(k.t.Children(group, fn))
+}
+func (k *keyedState) RowsAfter(group, after []byte, fn func(id, value []byte) error) error {
+	return stopOK(k.t.ChildrenAfter(group, after, fn))
 }
 func (k *keyedState) ScanRows(prefix []byte, fn func(key, value []byte) error) error {
 	return stopOK(k.scan.ScanChildren(prefix, fn))
