@@ -31,8 +31,8 @@ type Pipeline struct {
 	// changes in the same order as Apply.
 	chunk int
 	kv    State
-	next     func() uint64
-	emit     func(*row.Change) error
+	next  func() uint64
+	emit  func(*row.Change) error
 }
 
 // NewPipeline returns the pipeline of p.
