@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
@@ -66,7 +67,20 @@ var _ sink.Positioned = crashingExact{}
 // against replay's answer for the history without its last records of
 // dns_records must fail; and TestPlanRunChangelogNoMarkers.
 func TestPlanRunChangelog(t *testing.T) {
-	runPlanChangelog(t, true)
+	runPlanChangelog(t, true, false)
+}
+
+// TestPlanRunChangelogHotKeys is TestPlanRunChangelog (the same crash,
+// restart and lost state dir, into a real ClickHouse with delivery
+// markers) over a history with hot keys at both stages of a chain
+// (cdcgen.MultiOptions.Hot; planHotQueries' chain, no WHERE) and
+// skew.chunk_rows 1-3: the ClickHouse table equals replay's answer, and it
+// fails unless fan-outs were chunked at stage 1 and at stage 2, stage 2's
+// (the last) by input. Negative controls: those of TestPlanRunChangelog
+// (replay's answer without 30 dns_records records must differ here too),
+// and TestPlanHotKeysChangelogTimePaced for the chunks.
+func TestPlanRunChangelogHotKeys(t *testing.T) {
+	runPlanChangelog(t, true, true)
 }
 
 // TestPlanRunChangelogNoMarkers is the markers' negative control: the same
@@ -74,7 +88,7 @@ func TestPlanRunChangelog(t *testing.T) {
 // Flush fails after the INSERT landed) must leave the table different from
 // replay's answer after the restart (the replayed batch lands twice).
 func TestPlanRunChangelogNoMarkers(t *testing.T) {
-	runPlanChangelog(t, false)
+	runPlanChangelog(t, false, false)
 }
 
 // crashingPlain is crashingExact for a sink without markers: Flush fails
@@ -97,11 +111,14 @@ func (s crashingPlain) Flush(ctx context.Context) error {
 	return nil
 }
 
-func runPlanChangelog(t *testing.T, markers bool) {
+func runPlanChangelog(t *testing.T, markers, hot bool) {
 	addr := testenv.Require(t, testenv.ClickHouseEnv, "ClickHouse")
 	seed := clusterSeed(t)
 	t.Logf("seed %d (rerun with CDCJOIN_SEED=%d)", seed, seed)
 	sql := testkit.MultiQueries["chain-inner-left"]
+	if hot {
+		sql = planHotQueries["chain"]
+	}
 	// A history whose join has too few rows compares nothing: such a seed
 	// (seen under -short: 15 rows) gives way to the next one, logged.
 	var (
@@ -113,6 +130,9 @@ func runPlanChangelog(t *testing.T, markers bool) {
 	for try := 0; ; try++ {
 		opts = cdcgen.DefaultMultiOptions(seed)
 		opts.Ops, opts.Truncates = 1500, false
+		if hot {
+			opts.Hot = 0.35
+		}
 		if testing.Short() {
 			opts.Ops = 800
 		}
@@ -152,6 +172,12 @@ func runPlanChangelog(t *testing.T, markers bool) {
 
 	c := schema4Cluster(t, opts.Partitions)
 	rng := rand.New(rand.NewSource(seed))
+	chunk := 0 // the default
+	if hot {
+		chunk = 1 + rng.Intn(3)
+		t.Logf("seed %d: skew.chunk_rows %d", seed, chunk)
+	}
+	var regs []*prometheus.Registry // every run's metrics
 	table := fmt.Sprintf("plan_changelog_%d_%d", seed, time.Now().UnixNano()%1e9)
 	cfgFor := func(stateDir, instance string) *config.Config {
 		cfg := planRunConfig(t, sql, brokersOf(c), stateDir, instance, 1+rng.Intn(200))
@@ -160,6 +186,9 @@ func runPlanChangelog(t *testing.T, markers bool) {
 			t.Fatal(err)
 		}
 		cfg.ClickHouse.Database, cfg.ClickHouse.Table, cfg.ClickHouse.Mode = "cdcjoin_test", table, config.ModeChangelog
+		if chunk > 0 {
+			cfg.Skew.ChunkRows = chunk
+		}
 		return cfg
 	}
 	var ends atomic.Int32
@@ -182,7 +211,11 @@ func runPlanChangelog(t *testing.T, markers bool) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done, ready = make(chan error, 1), &metrics.Readiness{}
-		go func() { done <- kafkarun.Run(ctx, cfg, kafkarun.Options{NewSink: newSink, Ready: ready}) }()
+		reg := prometheus.NewRegistry()
+		regs = append(regs, reg)
+		go func() {
+			done <- kafkarun.Run(ctx, cfg, kafkarun.Options{NewSink: newSink, Ready: ready, Registry: reg})
+		}()
 		return func() error {
 			cancel()
 			select {
@@ -252,6 +285,18 @@ func runPlanChangelog(t *testing.T, markers bool) {
 		t.Fatalf("seed %d: negative control: the table equals replay's answer without 30 dns_records records", seed)
 	}
 	t.Logf("seed %d: %d rows equal replay's (each sum(_sign) = 1), after a crash, a restart and a lost state", seed, len(want))
+	if hot {
+		var s1, s2, s2input float64
+		for _, reg := range regs {
+			s1 += counter(t, reg, "cdcjoin_stage_chunked_total", "stage", "1")
+			s2 += counter(t, reg, "cdcjoin_stage_chunked_total", "stage", "2")
+			s2input += counter(t, reg, "cdcjoin_stage_chunked_total", "stage", "2", "steps", "input")
+		}
+		t.Logf("seed %d: fan-outs chunked: stage 1 %g, stage 2 %g (%g by input)", seed, s1, s2, s2input)
+		if s1 == 0 || s2input == 0 {
+			t.Fatalf("seed %d: fan-outs chunked: stage 1 %g, stage 2 %g (%g by input): the test proves nothing", seed, s1, s2, s2input)
+		}
+	}
 }
 
 // waitCaughtUp waits until the instance owns every partition of every
