@@ -261,3 +261,77 @@ func TestOperatorChunksKeepOtherKeysMoving(t *testing.T) {
 		t.Fatal("negative control: chunks of 2 emit the same changes in the same order as chunks of 1: the comparison cannot fail")
 	}
 }
+
+// TestOperatorStepOnDoesNotChunk: StepOn (run's bulk rebuild of a stage
+// partition) does every fan-out at once whatever SetChunk says: an
+// Operator with chunks of one change stepping hotUserLog on a MemState
+// emits exactly the changes, in the same order, of an Operator without
+// chunks driven by input, and never has work in progress; with a fan-out
+// in progress (Step on a transaction with chunks of one, not advanced)
+// StepOn fails instead of applying a record past it (negative control: the
+// same Operator is Busy there, so the guard is what refuses).
+func TestOperatorStepOnDoesNotChunk(t *testing.T) {
+	_, recs, h := hotUserLog(t)
+	plain := &chunkDriver{t: t, h: h, chunk: -1, every: 3}
+	plain.run(slices.Clone(recs))
+	op, err := NewOperator(h.p, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.SetChunk(1)
+	mem := NewMemState()
+	var got []string
+	cur := 0
+	out := keyedlog.Out{Emit: func(c *row.Change) error {
+		got = append(got, fmt.Sprintf("rec %d: %s %v|%v v%d %v", cur, c.Op, fmtVals(c.ParentKey), fmtVals(c.ChildKey), c.Version, fmtVals(c.Values)))
+		return nil
+	}}
+	for i, r := range recs {
+		cur = i
+		m := &keyedlog.Msg{Kind: keyedlog.KindStage, Key: r.key, Value: r.value, Pos: int64(i), Version: uint64(i + 1)}
+		if err := op.StepOn(mem, m, out); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if op.Busy() || op.Chunked() != 0 {
+			t.Fatalf("record %d: StepOn left work in progress (busy %v, %d chunked)", i, op.Busy(), op.Chunked())
+		}
+	}
+	chunked := &chunkDriver{t: t, h: h, chunk: 1, every: 3}
+	chunked.run(slices.Clone(recs))
+	if slices.Equal(chunked.changes, plain.changes) {
+		t.Fatal("negative control: Step with chunks of 1 emits what an Operator without chunks does: the comparison cannot fail")
+	}
+	if !slices.Equal(got, plain.changes) {
+		t.Fatalf("StepOn with chunks of 1 emits\n%s\nwant (no chunks):\n%s", strings.Join(got, "\n"), strings.Join(plain.changes, "\n"))
+	}
+
+	st, err := joinstate.Open(joinstate.Options{Dir: "/s", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tx := st.Begin()
+	defer tx.Abort()
+	busy, err := NewOperator(h.p, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy.SetChunk(1)
+	if err := busy.Load(tx); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for ; i < len(recs) && !busy.Busy(); i++ {
+		m := &keyedlog.Msg{Kind: keyedlog.KindStage, Key: recs[i].key, Value: recs[i].value, Pos: int64(i), Version: uint64(i + 1)}
+		if err := busy.Step(tx, m, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !busy.Busy() || i >= len(recs) {
+		t.Fatalf("negative control: no fan-out in progress after %d records with chunks of 1", i)
+	}
+	m := &keyedlog.Msg{Kind: keyedlog.KindStage, Key: recs[i].key, Value: recs[i].value, Pos: int64(i), Version: uint64(i + 1)}
+	if err := busy.StepOn(NewMemState(), m, out); err == nil {
+		t.Fatal("StepOn with a fan-out in progress applied a record")
+	}
+}
