@@ -526,3 +526,52 @@ func TestWideRowsAndTopicNames(t *testing.T) {
 		t.Fatalf("wide row only %d bytes", len(h.Records[0].Value))
 	}
 }
+
+// TestAppendUpdate: MultiHistory.AppendUpdate appends one update record
+// of the row on the partition of its earlier records, ending at a
+// checkpoint, with the new value in its after image and in Final; it
+// refuses a row that is not live and a value the row has.
+func TestAppendUpdate(t *testing.T) {
+	o := DefaultMultiOptions(5)
+	o.Ops, o.Hot = 200, 0.3
+	h, err := GenerateMulti(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	for k := range h.Final["users"] {
+		id = k
+		break
+	}
+	n := len(h.Records)
+	v := MultiValue{Str: true, Text: "Touched"}
+	if err := h.AppendUpdate("users", id, "firstname", v); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Records) != n+1 || h.Stats.Records != n+1 || h.Checkpoints[len(h.Checkpoints)-1] != n+1 {
+		t.Fatalf("records %d -> %d (stats %d), last checkpoint %d", n, len(h.Records), h.Stats.Records, h.Checkpoints[len(h.Checkpoints)-1])
+	}
+	r := h.Records[n]
+	key := fmt.Sprintf(`{"id":%d}`, id)
+	var part int32 = -1
+	for _, e := range h.Records[:n] {
+		if e.Topic == r.Topic && bytes.Contains(e.Key, []byte(key)) {
+			part = e.Partition
+		}
+	}
+	if r.Op != 'u' || r.Topic != "dbserver1.public.users" || !bytes.Contains(r.Key, []byte(key)) || r.Partition != part || !r.Checkpoint {
+		t.Fatalf("appended %c %s/%d (the row's partition %d) key %s checkpoint %v", r.Op, r.Topic, r.Partition, part, r.Key, r.Checkpoint)
+	}
+	if !bytes.Contains(r.Value, []byte(`"after":{"id":`+fmt.Sprint(id)+`,"firstname":"Touched"`)) {
+		t.Fatalf("after image without the new value: %s", r.Value)
+	}
+	if h.Final["users"][id][1] != v {
+		t.Fatalf("Final users %d: %v", id, h.Final["users"][id])
+	}
+	if err := h.AppendUpdate("users", id, "firstname", v); err == nil {
+		t.Fatal("an update to the value the row has was appended")
+	}
+	if err := h.AppendUpdate("users", 1e9, "firstname", MultiValue{Str: true, Text: "x"}); err == nil {
+		t.Fatal("an update of a row that is not live was appended")
+	}
+}

@@ -211,6 +211,53 @@ type MultiHistory struct {
 	States      []MultiTables
 	Final       MultiTables
 	Stats       MultiStats
+
+	gen *multiGen // AppendUpdate's generator
+}
+
+// AppendUpdate appends one round to h: an update of row id of table that
+// sets column col to v (no TOAST placeholder; the note column changes too,
+// as every update's does), ending at a checkpoint; Final and Stats follow.
+// The row must be live in h.Final, and v other than its value. For tests
+// that need a change at a known key after the rest of a history (a hot
+// key's fan-out over the children it has by then).
+func (h *MultiHistory) AppendUpdate(table string, id int64, col string, v MultiValue) error {
+	g := h.gen
+	ti, ok := g.index[table]
+	if !ok {
+		return fmt.Errorf("cdcjoin: cdcgen: no table %s", table)
+	}
+	t := &g.tables[ti]
+	c := slices.IndexFunc(t.Columns, func(c MultiColumn) bool { return c.Name == col })
+	if c < 0 {
+		return fmt.Errorf("cdcjoin: cdcgen: no column %s.%s", table, col)
+	}
+	old, ok := g.state[table][id]
+	if !ok {
+		return fmt.Errorf("cdcjoin: cdcgen: %s id %d is not live", table, id)
+	}
+	if old[c+1] == v {
+		return fmt.Errorf("cdcjoin: cdcgen: %s id %d has %s = %s already", table, id, col, v.SQL())
+	}
+	g.opNo++
+	g.txID++
+	g.ts += int64(1 + g.rng.IntN(50))
+	r := slices.Clone(old)
+	r[c+1] = v
+	r[len(r)-1] = MultiValue{Str: true, Text: "note" + strconv.Itoa(g.rng.IntN(1000))}
+	g.put(table, id, r)
+	var before MultiRow
+	if t.Full {
+		before = old
+	} else {
+		h.Stats.BeforeNull++
+	}
+	g.emit(g.record(t, 'u', id, before, r, nil, g.schemaFor()))
+	h.Stats.Updates++
+	g.flushRound(true)
+	h.Final = g.state.clone()
+	h.Stats.Records = len(h.Records)
+	return nil
 }
 
 // MultiStats counts the hard cases a history contains.
@@ -256,6 +303,7 @@ func GenerateMulti(o MultiOptions) (*MultiHistory, error) {
 	g := &multiGen{o: o, rng: rand.New(rand.NewPCG(uint64(o.Seed), 0x6d756c7469)), tables: o.Tables,
 		index: map[string]int{}, state: MultiTables{}, live: map[string]*liveSet{}, next: map[string]int64{}, gone: map[string][]int64{},
 		h: &MultiHistory{Options: o}, lsn: 24_000_000, txID: 900, ts: 1_700_000_000_000}
+	g.h.gen = g
 	for i, t := range o.Tables {
 		g.index[t.Name] = i
 		g.state[t.Name] = map[int64]MultiRow{}

@@ -32,6 +32,16 @@ import (
 // at stage 1 of the chain and of the star), domain 1 many dns records
 // (stage 2 of the chain) and registrar 1 many domains (stage 2 of the
 // star); skew.chunk_rows is 1-3, so their fan-outs are done in chunks.
+//
+// Whether the history's own changes fan out past a chunk at a stage
+// depends on the order the source topics are read in (fetch timing, not
+// the seed: users read before their domains fan out nothing at stage 1),
+// so the history ends with touches (cdcgen MultiHistory.AppendUpdate): an
+// update of a projected column of each stage's hottest parent in the final
+// state (hotTouches), produced only once the last instance's sink shows
+// replay's answer for the records before them, so every stage holds those
+// parents' children when they arrive and each touch fans out over more
+// rows than a chunk at its stage, whatever the timing.
 
 // planHotRun is the outcome of planHotKeys.
 type planHotRun struct {
@@ -63,8 +73,33 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 	if testing.Short() {
 		opts.Ops = 700
 	}
-	h, want := planHistory(t, &opts, sql, 3)
-	t.Logf("seed %d: %s; replay's answer has %d rows", opts.Seed, h.Stats, len(want))
+	var h *cdcgen.MultiHistory
+	var touches []hotTouch
+	fan := 0 // the smallest fan-out of a touch
+	for try := 0; ; try++ {
+		h, _ = planHistory(t, &opts, sql, 3)
+		touches, fan = hotTouches(t, h, hotParentsOf(t, sql))
+		if fan >= 2 {
+			break
+		}
+		if try == 2 {
+			t.Fatalf("seed %d: no hot parent with 2 children at every stage in 3 histories: the touches cannot force a chunk", seed)
+		}
+		t.Logf("seed %d: history %d's touches fan out to %d rows at most at a stage; taking another", seed, opts.Seed, fan)
+		opts.Seed += 7
+	}
+	tail := len(h.Records) // the touches: produced once the rest is in the sink
+	for _, tc := range touches {
+		if err := h.AppendUpdate(tc.table, tc.id, tc.col, cdcgen.MultiValue{Str: true, Text: "Hot touch"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := planRunConfig(t, sql, "127.0.0.1:9", t.TempDir(), "probe", 100)
+	wantBefore, want := replayLive(t, probe, h.Records[:tail]), replayLive(t, probe, h.Records)
+	if cdcgen.Diff(want, wantBefore, 1) == "" {
+		t.Fatalf("seed %d: the touches %v do not change replay's answer", opts.Seed, touches)
+	}
+	t.Logf("seed %d: %s; touches %v (each fans out to at least %d rows at its stage); replay's answer has %d rows", opts.Seed, h.Stats, touches, fan, len(want))
 	// Fresh names on the shared broker: topics, groups, transactional ids.
 	run := fmt.Sprintf("cdcjoin-planhot-%d-%d", time.Now().UnixNano()%1e12, seed)
 	recs := make([]cdcgen.Record, len(h.Records))
@@ -88,7 +123,7 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 	if _, err := adm.CreateTopics(context.Background(), int32(opts.Partitions), -1, nil, topics...); err != nil {
 		t.Fatal(err)
 	}
-	chunk := 1 + rng.IntN(3)
+	chunk := 1 + rng.IntN(min(3, fan-1)) // every touch fans out past a chunk
 	cfgFor := func(stateDir, instance string) *config.Config {
 		var b strings.Builder
 		b.WriteString(strings.ReplaceAll(testkit.SQLJob(run, sql), "dbserver1.", run+"."))
@@ -158,6 +193,7 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 		res.lastInput += counter(t, reg, "cdcjoin_stage_chunked_total", "stage", last, "steps", "input")
 		res.steps += counter(t, reg, "cdcjoin_skew_step_markers_total")
 	}
+	recs, touchRecs := recs[:tail], recs[tail:]
 	n := len(recs)
 	produce(t, addrs, recs[:n/2])
 	dir := t.TempDir()
@@ -200,7 +236,15 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 		}
 	}
 	in, reg := start(dir, "last", 0)
-	diff, err := m.waitEqual(want, stallLimit, in)
+	diff, err := m.waitEqual(wantBefore, stallLimit, in)
+	if err == nil && diff == "" {
+		// Every stage holds what the sink shows: the touches' parents'
+		// children among it.
+		produce(t, addrs, touchRecs)
+		diff, err = m.waitEqual(want, stallLimit, in)
+	} else {
+		diff = "before the touches: " + diff
+	}
 	serr := in.stop(t)
 	tally(reg)
 	if err != nil {
@@ -224,6 +268,83 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 	return res
 }
 
+// hotTouch is an update appended to a history: column col of row id of
+// table.
+type hotTouch struct {
+	table string
+	id    int64
+	col   string
+}
+
+func (tc hotTouch) String() string { return fmt.Sprintf("%s %d.%s", tc.table, tc.id, tc.col) }
+
+// hotParent is how a plan stage fans out a parent's update: over the rows
+// of child whose column fk is the parent's id and that pass keep (the
+// final tables: what else the row needs to reach the stage and match).
+type hotParent struct {
+	parent, col, child, fk string
+	keep                   func(final cdcgen.MultiTables, child cdcgen.MultiRow) bool
+}
+
+// column returns the MultiRow index of table's column (0 is id).
+func column(t *testing.T, table, col string) int {
+	t.Helper()
+	for _, tb := range cdcgen.Schema4() {
+		if tb.Name == table {
+			for i, c := range tb.Columns {
+				if c.Name == col {
+					return i + 1
+				}
+			}
+		}
+	}
+	t.Fatalf("no column %s.%s", table, col)
+	return 0
+}
+
+// hotTouches picks, per stage (ps), the live parent with the most children
+// that fan out from it in h's final tables, and returns a touch of each
+// and the smallest of those fan-outs.
+func hotTouches(t *testing.T, h *cdcgen.MultiHistory, ps []hotParent) ([]hotTouch, int) {
+	t.Helper()
+	var out []hotTouch
+	least := -1
+	for _, p := range ps {
+		fk := column(t, p.child, p.fk)
+		count := map[int64]int{}
+		for _, r := range h.Final[p.child] {
+			if v := r[fk]; !v.Null && (p.keep == nil || p.keep(h.Final, r)) {
+				if _, live := h.Final[p.parent][v.Int]; live {
+					count[v.Int]++
+				}
+			}
+		}
+		var best int64
+		n := 0
+		for id, c := range count {
+			if c > n || c == n && id < best {
+				best, n = id, c
+			}
+		}
+		if least < 0 || n < least {
+			least = n
+		}
+		if n > 0 {
+			out = append(out, hotTouch{p.parent, best, p.col})
+		}
+	}
+	return out, max(least, 0)
+}
+
+// liveUser: a domain whose user is live (it passes stage 1's inner join).
+func liveUser(t *testing.T) func(cdcgen.MultiTables, cdcgen.MultiRow) bool {
+	uid := column(t, "domains", "user_id")
+	return func(final cdcgen.MultiTables, d cdcgen.MultiRow) bool {
+		_, ok := final["users"][d[uid].Int]
+		return !d[uid].Null && ok
+	}
+}
+
 // planHotQueries are the shapes of the hot-key tests: a chain of three
 // tables (stage 1 keyed by user, stage 2 by domain; no WHERE, so that
 // the hot domain's rows reach stage 2 whatever its name) and a star (stage
@@ -234,6 +355,29 @@ var planHotQueries = map[string]string{
 		FROM users u JOIN domains d ON d.user_id = u.id
 		LEFT JOIN dns_records r ON r.domain_id = d.id AND r.rtype <> 'TXT'`,
 	"star": testkit.MultiQueries["star-inner-left"],
+}
+
+// hotParentsOf is a planHotQueries query's stages' hot parents: the
+// chain's users (stage 1: over their domains) and domains with a live user
+// (stage 2: over their dns records other than TXT); the star's users (stage
+// 1) and registrars (stage 2: over their domains with a live user).
+func hotParentsOf(t *testing.T, sql string) []hotParent {
+	t.Helper()
+	live := liveUser(t)
+	users := hotParent{parent: "users", col: "firstname", child: "domains", fk: "user_id"}
+	switch sql {
+	case planHotQueries["chain"]:
+		rtype, dom := column(t, "dns_records", "rtype"), column(t, "dns_records", "domain_id")
+		return []hotParent{users, {parent: "domains", col: "domain_name", child: "dns_records", fk: "domain_id",
+			keep: func(final cdcgen.MultiTables, r cdcgen.MultiRow) bool {
+				d, ok := final["domains"][r[dom].Int]
+				return r[rtype].Text != "TXT" && ok && live(final, d)
+			}}}
+	case planHotQueries["star"]:
+		return []hotParent{users, {parent: "registrars", col: "name", child: "domains", fk: "registrar_id", keep: live}}
+	}
+	t.Fatalf("no hot parents known for %s", sql)
+	return nil
 }
 
 // TestPlanHotKeysChangelog: in changelog mode (an exact sink: delivery
