@@ -30,6 +30,9 @@ func TestPlanMetrics(t *testing.T) {
 	sql := testkit.MultiQueries["chain-full-full"]
 	opts := cdcgen.DefaultMultiOptions(seed)
 	opts.Ops = 300
+	// No truncates: their order against the other tables' records is the
+	// history's only on one source partition, and this test produces three.
+	opts.Truncates = false
 	h, want := planHistory(t, &opts, sql, 5)
 	seed = opts.Seed
 	c := schema4Cluster(t, opts.Partitions)
