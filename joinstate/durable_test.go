@@ -158,7 +158,7 @@ func durableReadsMetamorphic(t *testing.T, seed int64, noDistrust bool) string {
 }
 
 // TestWarmerInstallMetamorphic: a Warmer on another goroutine reads ahead
-// random keys while the Txn goes on writing, committing and flushing (and
+// random keys, in two rounds that repeat keys, while the Txn goes on writing, committing and flushing (and
 // once before a bulk load, an ingest), and
 // the Txn installs what it read; reads must stay those of a store without
 // read-ahead or durable reads (negative control: installing every entry
@@ -269,6 +269,13 @@ func testWarmerInstall(t *testing.T, seed int64, installAll bool) (installed int
 					w.Parent(k)
 					w.ChildIndex(k)
 					w.Child(k, keys[0])
+				}
+				w.Read()
+				// A second round, as engine.Warmer's, asks again for
+				// some of the first's keys (shared, not looked up again).
+				for _, k := range keys[:3] {
+					w.Parent(k)
+					w.Child(keys[1], k)
 				}
 				w.Read()
 				w.End()

@@ -30,11 +30,17 @@ import (
 // concurrently with the Store's Txn. Errors are ignored (a failed read
 // only means a read by the Txn later).
 type Warmer struct {
-	s   *Store
-	p   *Prefetch
-	it  *pebble.Iterator
-	key []byte
-	ord []int
+	s    *Store
+	p    *Prefetch
+	it   *pebble.Iterator
+	key  []byte
+	ord  []int
+	done []int // the batch's entries read so far, sorted by key, one per distinct key
+	tmp  []int
+	// seeks counts the lookups Read made (tests); noShare looks up again
+	// the keys an earlier round of the batch read (negative control).
+	seeks   int
+	noShare bool
 }
 
 // Prefetch is one batch of entries read ahead (Warmer.Begin … Read), to be
@@ -101,7 +107,7 @@ func (s *Store) RowCacheHoldsAll() bool {
 func (w *Warmer) Begin(p *Prefetch) {
 	w.closeIter()
 	*p = Prefetch{keys: p.keys[:0], vals: p.vals[:0], ents: p.ents[:0]}
-	w.p = p
+	w.p, w.done = p, w.done[:0]
 	r := w.s.recent
 	p.epoch = r.epoch.Load()
 	if !r.readyAt.Load() {
@@ -137,7 +143,11 @@ func (w *Warmer) Child(joinKey, childKey []byte) int { return w.add(prefixChild,
 // ChildIndex asks for childKey's index entry.
 func (w *Warmer) ChildIndex(childKey []byte) int { return w.add(prefixIndex, childKey, nil) }
 
-// Read reads the entries asked for since the last Read, in key order.
+// Read reads the entries asked for since the last Read, in key order. A
+// key asked for more than once in a batch (Begin … End), in this round or
+// an earlier one (a record's parent named by its new row and again by its
+// child index entry), is looked up once: its later entries share the
+// first one's result, read from the same view.
 func (w *Warmer) Read() {
 	p := w.p
 	if w.it == nil {
@@ -149,12 +159,29 @@ func (w *Warmer) Read() {
 		w.ord = append(w.ord, i)
 	}
 	slices.SortFunc(w.ord, func(a, b int) int { return bytes.Compare(p.key(a), p.key(b)) })
+	same := func(i, j int) {
+		p.ents[i].present, p.ents[i].v0, p.ents[i].v1 = p.ents[j].present, p.ents[j].v0, p.ents[j].v1
+	}
+	// ord and done are both sorted: walk them together, and merge the
+	// round's first entry of each new key into done.
+	w.tmp = w.tmp[:0]
+	d := 0
 	for n, i := range w.ord {
 		k := p.key(i)
 		if n > 0 && bytes.Equal(k, p.key(w.ord[n-1])) {
-			p.ents[i].present, p.ents[i].v0, p.ents[i].v1 = p.ents[w.ord[n-1]].present, p.ents[w.ord[n-1]].v0, p.ents[w.ord[n-1]].v1
+			same(i, w.ord[n-1])
 			continue
 		}
+		for d < len(w.done) && bytes.Compare(p.key(w.done[d]), k) < 0 {
+			w.tmp = append(w.tmp, w.done[d])
+			d++
+		}
+		if d < len(w.done) && bytes.Equal(p.key(w.done[d]), k) && !w.noShare {
+			same(i, w.done[d])
+			continue
+		}
+		w.tmp = append(w.tmp, i)
+		w.seeks++
 		if !w.it.SeekPrefixGE(k) || !bytes.Equal(w.it.Key(), k) {
 			if w.it.Error() != nil {
 				p.valid = false
@@ -171,6 +198,8 @@ func (w *Warmer) Read() {
 		p.vals = append(p.vals, v...)
 		e.v1, e.present = len(p.vals), true
 	}
+	w.tmp = append(w.tmp, w.done[d:]...)
+	w.done, w.tmp = w.tmp, w.done
 	p.read = len(p.ents)
 }
 
