@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
+	"github.com/cdcjoin/cdcjoin/engine"
 )
 
 // Pipelines the harness can drive.
@@ -79,9 +80,10 @@ type Options struct {
 	// Sweep lists scale points (source rows); empty means one point at
 	// Workload.Rows.
 	Sweep []int64
-	// CacheMB is pebble's block cache (default 64, state.cache_mb's default,
-	// for one point and for every point of a sweep alike: a sweep point
-	// measures what a single run at its size measures).
+	// CacheMB is pebble's block cache (default: state.cache_mb's, the
+	// engine's engine.AutoCacheBytes from the machine's memory, 64 per
+	// store on Kafka; for one point and for every point of a sweep alike: a
+	// sweep point measures what a single run at its size measures).
 	CacheMB int
 	// BatchEvents is state.batch_events (default 1000).
 	BatchEvents int
@@ -160,7 +162,12 @@ func (o Options) withDefaults() Options {
 		o.Producers = 4
 	}
 	if o.CacheMB == 0 {
+		// state.cache_mb's default: the engine's from the memory, run's 64
+		// per store.
 		o.CacheMB = 64
+		if o.Pipeline == PipelineEngine {
+			o.CacheMB = int(engine.AutoCacheBytes() >> 20)
+		}
 	}
 	if o.BatchEvents == 0 {
 		o.BatchEvents = 1000

@@ -141,7 +141,11 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 type State struct {
 	// Dir is the pebble directory (required).
 	Dir string `yaml:"dir"`
-	// CacheMB is pebble's block cache size in MiB (default 64).
+	// CacheMB is pebble's block cache size in MiB, per state store. Unset
+	// (0): 64 per store of `run` (one per owned keyed partition, and
+	// their number changes with assignments); the in-process engine
+	// (`replay`, the bench) has one store and sizes its cache from the
+	// memory instead (engine.AutoCacheBytes: a sixteenth, 64 MiB to 4 GiB).
 	CacheMB int `yaml:"cache_mb"`
 	// RowCacheMB bounds the in-memory cache of state entries in front of
 	// pebble's point lookups, per state store (default 64; -1 disables).
@@ -373,9 +377,6 @@ func yamlProblems(err error) []Problem {
 func (c *Config) EnsureDefaults() {
 	if c.Join == "" {
 		c.Join = Inner
-	}
-	if c.State.CacheMB == 0 {
-		c.State.CacheMB = 64
 	}
 	if c.State.RowCacheMB == 0 {
 		c.State.RowCacheMB = 64

@@ -226,6 +226,9 @@ func Open(cfg *config.Config, opts Options) (*Engine, error) {
 		}
 	}
 	so := job.StateOptions(cfg, cfg.State.Dir)
+	if cfg.State.CacheMB == 0 {
+		so.CacheBytes = AutoCacheBytes() // one store: the cache is the process's (state.cache_mb)
+	}
 	so.FS = opts.FS
 	so.Sync = false // state.sync: the engine syncs behind its commits (sync.go)
 	store, err := joinstate.Open(so)

@@ -169,7 +169,9 @@ type Stats struct {
 	// WriteAmp is pebble's write amplification: bytes written by flushes
 	// and compactions per byte flushed.
 	WriteAmp float64
-	// BlockCacheHits and BlockCacheMisses count pebble block cache lookups.
+	// BlockCacheBytes is the block cache's capacity (Options.CacheBytes);
+	// BlockCacheHits and BlockCacheMisses count its lookups.
+	BlockCacheBytes                  int64
 	BlockCacheHits, BlockCacheMisses int64
 	// RowCacheHits counts point reads answered by the row cache (values and
 	// known absences); RowCacheMisses the ones that went to pebble.
@@ -201,7 +203,7 @@ func (s *Store) stats() (st Stats) {
 	m := s.db.Metrics()
 	t := m.Total()
 	st.WriteAmp = t.WriteAmp()
-	st.BlockCacheHits, st.BlockCacheMisses = m.BlockCache.Hits, m.BlockCache.Misses
+	st.BlockCacheBytes, st.BlockCacheHits, st.BlockCacheMisses = s.cacheBytes, m.BlockCache.Hits, m.BlockCache.Misses
 	if s.cache != nil {
 		st.RowCacheHits, st.RowCacheMisses, st.RowCachePrefetched = s.cache.hits.Load(), s.cache.misses.Load(), s.cache.prefetched.Load()
 	}
