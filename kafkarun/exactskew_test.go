@@ -38,7 +38,9 @@ type exactStore struct {
 	compared int    // re-created batches that reached what had landed of them
 	diff     string // the first difference of a re-created batch
 	crashAt  int
+	midOnly  bool // count and fail only INSERTs inside a batch (not a batch's end)
 	crashes  int
+	midCrash int // crashes inside a batch: each leaves a batch cut short to re-create
 }
 
 type exactStream struct {
@@ -56,7 +58,16 @@ func newExactStore(m *model) *exactStore {
 // arm makes the n-th INSERT from now on fail after landing (0: none).
 func (s *exactStore) arm(n int) {
 	s.mu.Lock()
-	s.crashAt = n
+	s.crashAt, s.midOnly = n, false
+	s.mu.Unlock()
+}
+
+// armMid makes the n-th INSERT inside a batch from now on (one a batch's
+// end does not make) fail after landing: the batch is cut short, so the
+// next owner of its stream re-creates it (0: none).
+func (s *exactStore) armMid(n int) {
+	s.mu.Lock()
+	s.crashAt, s.midOnly = n, true
 	s.mu.Unlock()
 }
 
@@ -138,7 +149,7 @@ func (k *exactSink) Write(_ context.Context, cs []row.Change) error {
 		if len(k.lines)%exactCut == 0 {
 			k.cuts++
 			k.land(sink.Delivery{Pos: k.from, Chunks: k.cuts})
-			if s.crash() {
+			if s.crash(true) {
 				return errInjected
 			}
 		}
@@ -162,9 +173,10 @@ func (k *exactSink) land(d sink.Delivery) {
 	}
 }
 
-// crash reports whether the INSERT that just landed fails (under s.mu).
-func (s *exactStore) crash() bool {
-	if s.crashAt <= 0 {
+// crash reports whether the INSERT that just landed fails (under s.mu);
+// mid: it is inside a batch, not the batch's end.
+func (s *exactStore) crash(mid bool) bool {
+	if s.crashAt <= 0 || s.midOnly && !mid {
 		return false
 	}
 	s.crashAt--
@@ -172,6 +184,9 @@ func (s *exactStore) crash() bool {
 		return false
 	}
 	s.crashes++
+	if mid {
+		s.midCrash++
+	}
 	return true
 }
 
@@ -184,7 +199,7 @@ func (k *exactSink) End(_ context.Context, to int64) error {
 	}
 	k.began = false
 	k.land(sink.Delivery{Pos: to, Complete: true})
-	if s.crash() {
+	if s.crash(false) {
 		return errInjected
 	}
 	return nil
