@@ -275,10 +275,7 @@ func (j *joinStage) stopWorkers(parts []int32) {
 func (j *joinStage) storeStats() []metrics.StoreStats {
 	ws := j.owned()
 	out := make([]metrics.StoreStats, 0, len(ws))
-	stage := "join"
-	if j.def.n > 0 {
-		stage = strconv.Itoa(j.def.n)
-	}
+	stage := j.label()
 	for _, w := range ws {
 		if st, ok := w.store.Stats(); ok {
 			out = append(out, metrics.StoreStats{Stage: stage, Partition: strconv.Itoa(int(w.p)), Stats: st})
@@ -734,6 +731,15 @@ func (j *joinStage) setLag(p int32, lag int64) {
 		return
 	}
 	j.m.ConsumerLag.WithLabelValues(strconv.Itoa(int(p))).Set(float64(lag))
+}
+
+// label is the stage's value of the metrics' stage label: "join", or a
+// plan stage's number (as the state, lag and cdcjoin_stage_* series).
+func (j *joinStage) label() string {
+	if j.def.n > 0 {
+		return strconv.Itoa(j.def.n)
+	}
+	return "join"
 }
 
 // name names the stage in health checks and errors: "join", or "stage n"

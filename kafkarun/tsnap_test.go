@@ -381,6 +381,12 @@ func eachMetric(t *testing.T, reg *prometheus.Registry, name string, label []str
 // joinCatchUps returns the join stage's catch-up seconds (summed), how many
 // partitions caught up and their modes.
 func joinCatchUps(t *testing.T, reg *prometheus.Registry) (float64, int, string) {
+	return stageCatchUps(t, reg, "join")
+}
+
+// stageCatchUps is joinCatchUps for the stage labelled stage ("join",
+// "keying" or a plan stage's number).
+func stageCatchUps(t *testing.T, reg *prometheus.Registry, want string) (float64, int, string) {
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +408,7 @@ func joinCatchUps(t *testing.T, reg *prometheus.Registry) (float64, int, string)
 					mode = l.GetValue()
 				}
 			}
-			if stage != "join" || mt.GetHistogram() == nil {
+			if stage != want || mt.GetHistogram() == nil {
 				continue
 			}
 			sum += mt.GetHistogram().GetSampleSum()

@@ -472,7 +472,7 @@ func (w *worker) beginCatchUp() {
 	if target <= 0 || pos >= target {
 		if w.fromSnap { // caught up by the snapshot alone
 			d := time.Since(w.began)
-			w.j.m.CatchUpSeconds.WithLabelValues("join", "snapshot").Observe(d.Seconds())
+			w.j.m.CatchUpSeconds.WithLabelValues(w.j.label(), "snapshot").Observe(d.Seconds())
 			w.j.log.Info("partition caught up", "partition", w.p, "mode", "snapshot", "records", 0, "seconds", d.Seconds(), "position", pos, "committed", target)
 		}
 		w.caught.Store(true)
@@ -510,8 +510,8 @@ func (w *worker) checkCatchUp(idle bool) {
 		return
 	}
 	d := time.Since(w.cu.began)
-	w.j.m.CatchUpSeconds.WithLabelValues("join", w.cu.mode).Observe(d.Seconds())
-	w.j.m.CatchUpRecords.WithLabelValues("join", w.cu.mode).Add(float64(w.cu.records))
+	w.j.m.CatchUpSeconds.WithLabelValues(w.j.label(), w.cu.mode).Observe(d.Seconds())
+	w.j.m.CatchUpRecords.WithLabelValues(w.j.label(), w.cu.mode).Add(float64(w.cu.records))
 	w.j.log.Info("partition caught up", "partition", w.p, "mode", w.cu.mode, "records", w.cu.records,
 		"seconds", d.Seconds(), "position", w.pos.Load(), "committed", w.cu.target, "ended_idle", idle)
 	w.caught.Store(true)

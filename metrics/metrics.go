@@ -130,7 +130,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "cdcjoin_join_owned_partitions", Help: "Keyed partitions joined by this instance.",
 		}),
 		CatchUpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cdcjoin_catchup_seconds", Help: "Time an assigned partition's state took to catch up to the committed position, by stage and mode (rebuild, catch-up, snapshot: a time join's partition loaded from a snapshot).",
+			Name: "cdcjoin_catchup_seconds", Help: "Time an assigned partition's state took to catch up to the committed position, by stage (keying, join, or a plan stage's number) and mode (rebuild, catch-up, snapshot: a time join's partition loaded from a snapshot).",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
 		}, []string{"stage", "mode"}),
 		CatchUpRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
