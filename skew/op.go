@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/cdcjoin/cdcjoin/internal/nilbytes"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -59,8 +60,8 @@ func AppendOp(dst []byte, op *Op) []byte {
 	dst = binary.AppendVarint(dst, int64(op.In.Partition))
 	dst = binary.AppendUvarint(dst, op.Version)
 	dst = binary.AppendVarint(dst, op.Origin)
-	dst = appendBytes(dst, op.In.JoinKey)
-	dst = appendBytes(dst, op.In.ChildKey)
+	dst = nilbytes.Append(dst, op.In.JoinKey)
+	dst = nilbytes.Append(dst, op.In.ChildKey)
 	dst = binary.AppendUvarint(dst, op.In.Version)
 	dst = binary.AppendUvarint(dst, op.In.PadVersion)
 	if op.In.Row == nil {
@@ -96,30 +97,6 @@ func DecodeOp(b []byte, op *Op) error {
 		}
 	}
 	return nil
-}
-
-// appendBytes appends uvarint(len(b)+1) and b; nil is uvarint 0.
-func appendBytes(dst, b []byte) []byte {
-	if b == nil {
-		return append(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(b))+1)
-	return append(dst, b...)
-}
-
-func readBytes(b []byte) (v, rest []byte, ok bool) {
-	l, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, b, false
-	}
-	b = b[n:]
-	if l == 0 {
-		return nil, b, true
-	}
-	if uint64(len(b)) < l-1 {
-		return nil, b, false
-	}
-	return b[: l-1 : l-1], b[l-1:], true
 }
 
 // reader decodes a sequence of varints and byte strings; a decode error
@@ -161,7 +138,7 @@ func (r *reader) bytes() []byte {
 	if !r.ok {
 		return nil
 	}
-	v, rest, ok := readBytes(r.b)
+	v, rest, ok := nilbytes.Read(r.b)
 	r.b, r.ok = rest, ok
 	return v
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cdcjoin/cdcjoin/internal/nilbytes"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/row"
@@ -673,7 +674,7 @@ func (m *move) encode() []byte {
 	b = binary.AppendUvarint(b, uint64(m.salts))
 	b = binary.AppendVarint(b, m.origin)
 	b = binary.AppendUvarint(b, uint64(m.sub))
-	return appendBytes(b, m.after)
+	return nilbytes.Append(b, m.after)
 }
 
 func (m *move) decode(b []byte) error {

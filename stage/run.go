@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cdcjoin/cdcjoin/debezium"
+	"github.com/cdcjoin/cdcjoin/internal/nilbytes"
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/keyedlog"
 	"github.com/cdcjoin/cdcjoin/plan"
@@ -475,13 +476,13 @@ func (op *Operator) runInput(t keyed.State, key, value []byte, version uint64, b
 // byte (1: Exists), uvarint Fan, the last identity done (as the key).
 func appendTask(dst, key, value []byte, version uint64, fo *FanOut) []byte {
 	dst = binary.AppendUvarint(dst, version)
-	dst = appendNilBytes(appendNilBytes(dst, key), value)
+	dst = nilbytes.Append(nilbytes.Append(dst, key), value)
 	flags := byte(0)
 	if fo.Exists {
 		flags = 1
 	}
 	dst = binary.AppendUvarint(append(dst, flags), fo.Fan)
-	return appendNilBytes(dst, fo.After)
+	return nilbytes.Append(dst, fo.After)
 }
 
 // decodeTask decodes appendTask's encoding; key and value alias b, fo's
@@ -494,10 +495,10 @@ func decodeTask(b []byte, fo *FanOut) (key, value []byte, version uint64, err er
 	}
 	b = b[n:]
 	var ok bool
-	if key, b, ok = nilBytes(b); !ok || key == nil {
+	if key, b, ok = nilbytes.Read(b); !ok || key == nil {
 		return nil, nil, 0, bad
 	}
-	if value, b, ok = nilBytes(b); !ok || len(b) < 1 {
+	if value, b, ok = nilbytes.Read(b); !ok || len(b) < 1 {
 		return nil, nil, 0, bad
 	}
 	exists := b[0] == 1
@@ -505,7 +506,7 @@ func decodeTask(b []byte, fo *FanOut) (key, value []byte, version uint64, err er
 	if n <= 0 {
 		return nil, nil, 0, bad
 	}
-	after, rest, ok := nilBytes(b[1+n:])
+	after, rest, ok := nilbytes.Read(b[1+n:])
 	if !ok || len(rest) != 0 {
 		return nil, nil, 0, bad
 	}
@@ -514,28 +515,6 @@ func decodeTask(b []byte, fo *FanOut) (key, value []byte, version uint64, err er
 		fo.After = append([]byte(nil), after...)
 	}
 	return key, value, version, nil
-}
-
-func appendNilBytes(dst, b []byte) []byte {
-	if b == nil {
-		return append(dst, 0)
-	}
-	return append(binary.AppendUvarint(dst, uint64(len(b))+1), b...)
-}
-
-func nilBytes(b []byte) (v, rest []byte, ok bool) {
-	l, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, b, false
-	}
-	b = b[n:]
-	if l == 0 {
-		return nil, b, true
-	}
-	if uint64(len(b)) < l-1 {
-		return nil, b, false
-	}
-	return b[: l-1 : l-1], b[l-1:], true
 }
 
 // emitter is where the join's output goes: its residual filter, then the
