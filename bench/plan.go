@@ -356,18 +356,21 @@ func (s *planSystem) prepare(o Options, h *cdcgen.MultiHistory, oracle func(cdcg
 	return nil
 }
 
+// multiValue is a generated table's value as a row.Value.
+func multiValue(v cdcgen.MultiValue) row.Value {
+	switch {
+	case v.Null:
+		return row.Null()
+	case v.Str:
+		return row.String(v.Text)
+	}
+	return row.Int(v.Int)
+}
+
 // chainOracle is the chain's query (or its first join, for two tables)
 // over the final tables, as sorted JSON rows in cdcjoin's --final shape.
 func chainOracle(t cdcgen.MultiTables, tables []string) []string {
-	val := func(v cdcgen.MultiValue) row.Value {
-		switch {
-		case v.Null:
-			return row.Null()
-		case v.Str:
-			return row.String(v.Text)
-		}
-		return row.Int(v.Int)
-	}
+	val := multiValue
 	// Columns (MultiRow index): users id 0, firstname 1, lastname 2;
 	// domains id 0, user_id 1, domain_name 2; dns_records id 0,
 	// domain_id 1, rtype 2, ttl 3.
@@ -411,15 +414,7 @@ func chainOracle(t cdcgen.MultiTables, tables []string) []string {
 // two-table join ChainTwoQuery) over StarHistory's final tables, as
 // sorted JSON rows in cdcjoin's --final shape.
 func starOracle(t cdcgen.MultiTables, tables []string) []string {
-	val := func(v cdcgen.MultiValue) row.Value {
-		switch {
-		case v.Null:
-			return row.Null()
-		case v.Str:
-			return row.String(v.Text)
-		}
-		return row.Int(v.Int)
-	}
+	val := multiValue
 	// Columns (MultiRow index): users id 0, firstname 1, lastname 2;
 	// registrars id 0, name 1; domains id 0, user_id 1, registrar_id 2,
 	// domain_name 3.
