@@ -26,11 +26,19 @@ type RebuildHooks struct {
 	// CaughtUp is called on a worker's goroutine when its partition's
 	// state reached the committed position (stage 0: the regular join).
 	CaughtUp func(stage int, partition int32, st *joinstate.Store)
+	// Deliver is called on a join stage's fetch goroutine before a
+	// fetch's records go to the partition's worker (a delay: a slow
+	// fetch).
+	Deliver func(stage int, partition int32)
+	// Caught is called on a worker's goroutine when its partition's
+	// catch-up ends, with its durable position and the catch-up's target.
+	Caught func(stage int, partition int32, position, target int64)
 }
 
 // SetRebuildHooks sets h on o and returns how many rows BulkDrop dropped
 // so far.
 func SetRebuildHooks(o *Options, h RebuildHooks) (dropped func() uint64) {
-	o.hooks = &testHooks{bulkLimit: h.BulkLimit, bulkDrop: h.BulkDrop, bulkSkip: h.BulkSkip, bulkKill: h.BulkKill, caughtUp: h.CaughtUp}
+	o.hooks = &testHooks{bulkLimit: h.BulkLimit, bulkDrop: h.BulkDrop, bulkSkip: h.BulkSkip, bulkKill: h.BulkKill, caughtUp: h.CaughtUp,
+		deliver: h.Deliver, caught: h.Caught}
 	return o.hooks.bulkDropped.Load
 }

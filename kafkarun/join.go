@@ -570,6 +570,9 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 			if w == nil {
 				return // not ours (any more); the owner reads it from its position
 			}
+			if h := j.hooks.deliver; h != nil {
+				h(j.def.n, fp.Partition)
+			}
 			w.status.end.Store(fp.HighWatermark)
 			select {
 			case w.in <- fp.Records:

@@ -27,8 +27,9 @@ import (
 // Join, and ingests the result with the position and the version clock in
 // one atomic step when it reaches the committed offset: at the first
 // record at or after it, at the record just before it, or when no input
-// arrives for rebuildIdle (the records just before it were compacted away
-// or are transaction markers). Versions are the keyed offsets' (the clock,
+// arrives for rebuildIdle and the log has no records left to read below
+// it (worker.moreBelow: the topic was recreated shorter, or its records
+// there deleted; a fetch slow under load is waited for). Versions are the keyed offsets' (the clock,
 // raised by the epoch markers read on the way), as the Join would give
 // them. Nothing is committed before the ingest: a worker stopped or
 // crashed mid-rebuild leaves an empty state, and the next owner rebuilds
@@ -62,12 +63,14 @@ import (
 // state.bulk_load_mb (an estimate of its memory).
 
 // rebuildIdle ends a bulk rebuild that has received no input for this
-// long, rebuildStartIdle one that has received none yet. Only a fallback:
-// the epoch markers every Run writes at its start lie at or after the
-// committed offset, so a rebuild normally ends at the first record at or
-// after it. An early end costs only speed (the rest goes row by row), but
-// a short wait ended rebuilds under load before their first fetch came
-// back (500 ms: most of a loaded machine's rebuilds went row by row).
+// long, rebuildStartIdle one that has received none yet, when the brokers
+// say no record is left to read below its end (worker.moreBelow; else it
+// waits on). Only a fallback: the epoch markers every Run writes at its
+// start lie at or after the committed offset, so a rebuild normally ends
+// at the first record at or after it. An early end costs only speed (the
+// rest goes row by row), but a short wait ended rebuilds under load before
+// their first fetch came back (500 ms: most of a loaded machine's rebuilds
+// went row by row).
 const (
 	rebuildIdle      = 2 * time.Second
 	rebuildStartIdle = 10 * time.Second
@@ -249,6 +252,10 @@ func (s *stateRebuild) add(r *kgo.Record) (bool, error) {
 	s.full = s.mem.Bytes() >= s.limit
 	return true, nil
 }
+
+// rebuildNext is the next offset the bulk rebuild reads (0 before its
+// first record: the log's start, as far as it knows).
+func (w *worker) rebuildNext() int64 { return w.rb.last() + 1 }
 
 // rebuildTo is where a bulk rebuild ends: the emit-from position, or, for
 // a router stepped by input, the group's committed offset (forwardFrom, a

@@ -138,6 +138,14 @@ type testHooks struct {
 	// partition's state reached the committed position (stage 0: the
 	// regular join), with the state as of then.
 	caughtUp func(stage int, partition int32, st *joinstate.Store)
+	// deliver, if set, is called on a join stage's fetch goroutine before
+	// a fetch's records go to the partition's worker (a delay there is a
+	// slow fetch).
+	deliver func(stage int, partition int32)
+	// caught, if set, is called on a join worker's goroutine when its
+	// partition's catch-up ends (readiness), with its durable position
+	// and the catch-up's target then.
+	caught func(stage int, partition int32, position, target int64)
 }
 
 // deps is what the stages of Run are made with (one value instead of a
@@ -419,8 +427,10 @@ func registerCollectors(reg prometheus.Registerer, k *keying, js []*joinStage) (
 //   - join: every assigned keyed partition has a worker whose sink is open
 //     and whose durable position reached the group's committed offset (or
 //     what a Positioned sink delivered), or which waited catchUpIdle for
-//     input below it (the records just below it were compacted away, or
-//     are transaction markers).
+//     input below it with none left to read there (worker.moreBelow, the
+//     brokers' last stable offset: the keyed topic recreated shorter, or
+//     its records deleted); a partition idle with records still to read
+//     below it (a slow fetch under load) is not ready.
 //
 // A partition whose local state was current when assigned, or a fresh one
 // with nothing committed, is caught up at once. When a rebuild (no usable

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/driver"
@@ -232,6 +233,9 @@ func (w *worker) run() {
 					w.countCatchUp(recs)
 				case <-w.idle():
 					if w.rb != nil {
+						if w.moreBelow(w.rebuildNext(), w.rebuildTo()) {
+							continue // its records are still to come
+						}
 						if err := w.finishRebuild(); err != nil {
 							w.fail("worker", err)
 							return
@@ -452,9 +456,52 @@ func (w *worker) busyFor(now time.Time) time.Duration {
 }
 
 // catchUpIdle ends a join partition's row-by-row catch-up that has received
-// no input for this long (bulk rebuilds end at rebuildIdle, or
-// rebuildStartIdle).
+// no input for this long and has none left to read below its target
+// (moreBelow; bulk rebuilds end at rebuildIdle, or rebuildStartIdle).
 const catchUpIdle = 2 * time.Second
+
+// endQueryTimeout bounds moreBelow's question to the brokers.
+const endQueryTimeout = 10 * time.Second
+
+// moreBelow reports whether the partition's log has records this worker
+// can read at or after next and below to: whether the brokers' last stable
+// offset (what read_committed fetches reach; every record below a
+// committed offset was read by its committer, so none below one is in an
+// open transaction) lies beyond next and next is not below the log's
+// start. When the brokers cannot say (an error, a timeout), it reports
+// true: the wait goes on. Worker goroutine; it blocks for up to
+// endQueryTimeout.
+func (w *worker) moreBelow(next, to int64) bool {
+	if next >= to {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, endQueryTimeout)
+	defer cancel()
+	starts, err := w.j.adm.ListStartOffsets(ctx, w.j.topic)
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = w.j.adm.ListCommittedOffsets(ctx, w.j.topic)
+	}
+	start, sok := starts.Lookup(w.j.topic, w.p)
+	end, eok := ends.Lookup(w.j.topic, w.p)
+	switch {
+	case err == nil && (!sok || !eok):
+		err = errors.New("partition not listed")
+	case err == nil && start.Err != nil:
+		err = start.Err
+	case err == nil && end.Err != nil:
+		err = end.Err
+	}
+	if err != nil {
+		w.j.log.Debug("idle below the committed position: the log's end unknown; waiting on", "partition", w.p, "position", next, "target", to, "err", err)
+		return true
+	}
+	more := end.Offset > max(next, start.Offset)
+	if more {
+		w.j.log.Debug("idle below the committed position with records to read; waiting on", "partition", w.p, "position", next, "target", to, "log_start", start.Offset, "stable_end", end.Offset)
+	}
+	return more
+}
 
 // joinCatchUp is a worker's catch-up in progress (worker goroutine only).
 type joinCatchUp struct {
@@ -500,13 +547,17 @@ func (w *worker) countCatchUp(recs []*kgo.Record) {
 }
 
 // checkCatchUp ends the catch-up once the durable position reached its
-// target, or when idle (no input for catchUpIdle).
+// target, or when idle (no input for catchUpIdle) with nothing left to
+// read below the target (moreBelow: the keyed topic recreated shorter, or
+// its records there deleted). An idle wait with records still to read
+// below the target (a slow first fetch under load, a rebalance) goes on:
+// the partition is not ready before its state is current.
 func (w *worker) checkCatchUp(idle bool) {
 	if h := w.j.hooks.caughtUp; h != nil && !w.probed && w.cu.target > 0 && w.pos.Load() >= w.cu.target {
 		w.probed = true // (tests) the state as of reaching the committed position
 		h(w.j.def.n, w.p, w.store)
 	}
-	if w.caught.Load() || !idle && w.pos.Load() < w.cu.target {
+	if w.caught.Load() || w.pos.Load() < w.cu.target && (!idle || w.moreBelow(w.pos.Load(), w.cu.target)) {
 		return
 	}
 	d := time.Since(w.cu.began)
@@ -514,5 +565,8 @@ func (w *worker) checkCatchUp(idle bool) {
 	w.j.m.CatchUpRecords.WithLabelValues(w.j.label(), w.cu.mode).Add(float64(w.cu.records))
 	w.j.log.Info("partition caught up", "partition", w.p, "mode", w.cu.mode, "records", w.cu.records,
 		"seconds", d.Seconds(), "position", w.pos.Load(), "committed", w.cu.target, "ended_idle", idle)
+	if h := w.j.hooks.caught; h != nil {
+		h(w.j.def.n, w.p, w.pos.Load(), w.cu.target)
+	}
 	w.caught.Store(true)
 }
