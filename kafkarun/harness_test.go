@@ -150,11 +150,39 @@ type model struct {
 	ordered bool
 	seen    map[string]bool
 	order   map[cdcgen.RowKey]uint64
+	// hist (with ordered) is every change each row key received (its
+	// sink's name, the op and the version), for failure reports (history).
+	hist map[cdcgen.RowKey][]string
 }
 
 func newModel() *model {
 	return &model{rmt: cdcgen.NewReplacingMergeTree(), vcmt: cdcgen.NewVersionedCollapsingMergeTree(),
-		seen: map[string]bool{}, order: map[cdcgen.RowKey]uint64{}}
+		seen: map[string]bool{}, order: map[cdcgen.RowKey]uint64{}, hist: map[cdcgen.RowKey][]string{}}
+}
+
+// history reports, for every row of want that got lacks or shows
+// otherwise (at most limit), the changes its row key reached the model
+// with: which sink, the op and the version, in arrival order.
+func (m *model) history(want, got []cdcgen.JoinedRow, limit int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	n := 0
+	cdcgen.EachDifference(want, got, func(w, g *cdcgen.JoinedRow) {
+		r := w
+		if r == nil {
+			r = g
+		}
+		if n++; n > limit {
+			return
+		}
+		h := m.hist[r.Key]
+		if len(h) == 0 {
+			h = []string{"never reached the sink"}
+		}
+		fmt.Fprintf(&b, "%s: %s\n", r.Key, strings.Join(h, ", "))
+	})
+	return b.String()
 }
 
 // modelSink is one instance's connection to the model. It checks that the
@@ -164,6 +192,7 @@ type modelSink struct {
 	m       *model
 	pending []row.Change
 	last    map[cdcgen.RowKey]uint64
+	name    string // in history reports ("": unnamed)
 	// failAt, when > 0, makes the failAt-th Flush fail: after applying its
 	// changes when failApplied (a crash after the insert, before the
 	// commit), else before.
@@ -205,6 +234,9 @@ func (s *modelSink) Flush(context.Context) error {
 		// come after later versions; with ordered, only new changes must
 		// not regress.
 		key, fresh := m.apply(c)
+		if m.ordered {
+			m.hist[key] = append(m.hist[key], fmt.Sprintf("%s %s v%d", s.name, c.Op, c.Version))
+		}
 		if v, ok := s.last[key]; ok && c.Version < v && fresh && m.err == nil {
 			m.err = fmt.Errorf("version regression on row %s: %d after %d from one instance", key, c.Version, v)
 		}

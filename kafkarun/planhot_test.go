@@ -171,7 +171,7 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 			o.NewSink = store.newSink
 		} else {
 			s := m.sink()
-			s.failAt, s.failApplied = failAt, true
+			s.failAt, s.failApplied, s.name = failAt, true, instance
 			o.Sink = s
 		}
 		if paceByTime {
@@ -183,7 +183,8 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 		}()
 		return in, reg
 	}
-	pl := cfgFor(t.TempDir(), "probe").Plan()
+	pcfg := cfgFor(t.TempDir(), "probe")
+	pl, groups := pcfg.Plan(), kafkarun.NamesOf(pcfg).Groups
 	last := strconv.Itoa(stage.Stages(pl))
 	res.lastJoins = !pl.Materialize
 	tally := func(reg *prometheus.Registry) {
@@ -216,11 +217,14 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 			// batch re-created).
 			if k := 1 + rng.IntN(30); i%2 == 0 {
 				store.armMid(1 + k%10)
+				t.Logf("seed %d: run %d: lost state %v, crash inside INSERT %d", seed, i, state != dir, 1+k%10)
 			} else {
 				store.arm(k)
+				t.Logf("seed %d: run %d: lost state %v, crash after INSERT %d", seed, i, state != dir, k)
 			}
 		} else {
 			failAt = 1 + rng.IntN(6)
+			t.Logf("seed %d: run %d: lost state %v, sink fails after flush %d landed", seed, i, state != dir, failAt)
 		}
 		in, reg := start(state, fmt.Sprint("i", i), failAt)
 		select {
@@ -236,6 +240,7 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 			}
 		}
 		tally(reg)
+		t.Logf("seed %d: after run %d: %s", seed, i, committedOffsets(adm, groups, run))
 	}
 	if changelog {
 		store.arm(0)
@@ -247,14 +252,20 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 		}
 	}
 	in, reg := start(dir, "last", 0)
-	diff, err := m.waitEqual(wantBefore, stallLimit, in)
+	target := wantBefore
+	diff, err := m.waitEqual(target, stallLimit, in)
 	if err == nil && diff == "" {
 		// Every stage holds what the sink shows: the touches' parents'
 		// children among it.
 		produce(t, addrs, touchRecs)
-		diff, err = m.waitEqual(want, stallLimit, in)
+		target = want
+		diff, err = m.waitEqual(target, stallLimit, in)
 	} else {
 		diff = "before the touches: " + diff
+	}
+	if diff != "" && !changelog {
+		got, _ := m.live()
+		diff += "\nwhat the sink got of the rows that differ:\n" + m.history(target, got, 20)
 	}
 	serr := in.stop(t)
 	tally(reg)
@@ -466,4 +477,27 @@ func TestPlanHotKeysUpsert(t *testing.T) {
 			}
 		})
 	}
+}
+
+// committedOffsets describes the offsets groups committed, per topic and
+// partition, with the job's name (prefix) trimmed from groups and topics
+// (for the logs of a failing run: which stage stopped where).
+func committedOffsets(adm *kadm.Client, groups []string, prefix string) string {
+	var b strings.Builder
+	for _, g := range groups {
+		offs, err := adm.FetchOffsets(context.Background(), g)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", strings.TrimPrefix(g, prefix), err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s:", strings.TrimPrefix(g, prefix))
+		for _, o := range offs.Sorted() {
+			fmt.Fprintf(&b, " %s/%d=%d", strings.TrimPrefix(o.Topic, prefix+"."), o.Partition, o.At)
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
 }
