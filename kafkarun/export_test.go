@@ -1,12 +1,43 @@
 package kafkarun
 
-import "github.com/cdcjoin/cdcjoin/joinstate"
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/cdcjoin/cdcjoin/joinstate"
+)
 
 // PaceByTime makes o's workers step their work in progress by time even
 // with a sink.Positioned, as upsert mode does (the negative control of
 // stepping by input: a batch re-created after a crash then cuts other
-// chunks).
-func PaceByTime(o *Options) { o.paceByTime = true }
+// chunks). Their pacers' clock gains 0-4 ms at every reading (jitter), so
+// that the chunks cut by time differ between a batch and its re-creation
+// on a fast, quiet machine too (without it, fan-outs small enough to
+// finish within one step's credit were cut alike and the control went
+// uncaught for 5 seeds in a row).
+func PaceByTime(o *Options) {
+	o.paceByTime = true
+	if o.hooks == nil {
+		o.hooks = &testHooks{}
+	}
+	o.hooks.pacerNow = jitterClock(uint64(time.Now().UnixNano()))
+}
+
+// jitterClock returns a clock (safe for concurrent use) ahead of
+// time.Now by a skew that grows by 0-4 ms, drawn from seed, at every
+// reading.
+func jitterClock(seed uint64) func() time.Time {
+	var mu sync.Mutex
+	var skew time.Duration
+	rng := rand.New(rand.NewPCG(seed, 7))
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		skew += time.Duration(rng.IntN(4000)) * time.Microsecond
+		return time.Now().Add(skew)
+	}
+}
 
 // RebuildHooks are the probes and faults of plan-stage rebuilds a test
 // sets on Options (SetRebuildHooks; see testHooks).
@@ -38,7 +69,11 @@ type RebuildHooks struct {
 // SetRebuildHooks sets h on o and returns how many rows BulkDrop dropped
 // so far.
 func SetRebuildHooks(o *Options, h RebuildHooks) (dropped func() uint64) {
-	o.hooks = &testHooks{bulkLimit: h.BulkLimit, bulkDrop: h.BulkDrop, bulkSkip: h.BulkSkip, bulkKill: h.BulkKill, caughtUp: h.CaughtUp,
+	var now func() time.Time
+	if o.hooks != nil {
+		now = o.hooks.pacerNow // PaceByTime's
+	}
+	o.hooks = &testHooks{pacerNow: now, bulkLimit: h.BulkLimit, bulkDrop: h.BulkDrop, bulkSkip: h.BulkSkip, bulkKill: h.BulkKill, caughtUp: h.CaughtUp,
 		deliver: h.Deliver, caught: h.Caught}
 	return o.hooks.bulkDropped.Load
 }

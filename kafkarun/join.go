@@ -195,7 +195,7 @@ func (j *joinStage) startWorker(p int32, committed, emitFrom int64) (*worker, er
 		j: j, p: p, store: st,
 		open:        func(ctx context.Context) (sink.Sink, error) { return j.newSink(ctx, sf) },
 		forwardFrom: committed, emitFloor: emitFrom, clock: clock, dir: dir, hasState: has, fromSnap: fromSnap, began: began,
-		pacer: driver.Pacer{Now: time.Now},
+		pacer: driver.Pacer{Now: j.hooks.now()},
 		in:    make(chan []*kgo.Record, 4), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	t := st.Begin()

@@ -146,6 +146,19 @@ type testHooks struct {
 	// partition's catch-up ends (readiness), with its durable position
 	// and the catch-up's target then.
 	caught func(stage int, partition int32, position, target int64)
+	// pacerNow, if set, is the clock of the workers' pacers (time.Now
+	// otherwise): the negative controls of stepping by input give it
+	// jitter, so that steps paced by time cut other chunks when a batch is
+	// re-created whatever the machine's speed.
+	pacerNow func() time.Time
+}
+
+// now is the clock of the workers' pacers.
+func (h *testHooks) now() func() time.Time {
+	if h.pacerNow != nil {
+		return h.pacerNow
+	}
+	return time.Now
 }
 
 // deps is what the stages of Run are made with (one value instead of a
