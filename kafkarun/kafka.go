@@ -249,11 +249,33 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, parts int3
 
 // readPartition calls fn for every committed record of topic/partition from
 // its start up to its end as of the call (the last stable offset, re-read
-// while the partition settles). Used to restore state from a changelog.
-func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic string, p int32, from int64, fn func(*kgo.Record) error) error {
+// while the partition settles), and at least until that last stable offset
+// has passed mark (-1: no mark). Used to restore state from a changelog.
+//
+// The mark is the changelog's end as of the transaction that committed the
+// source offset being restored to (keyingMarks): a committed transaction
+// whose markers are not written yet. Kafka writes the commit marker of the
+// group's offsets (which makes them stable: KIP-447) and those of the
+// transaction's other partitions independently (Kafka 4's group
+// coordinator completes its own), so the offsets can be committed and
+// fetched while the changelog's last stable offset still stands before the
+// transaction's records: read to that last stable offset alone, a restore
+// would miss them, and the index would be behind the offsets it is used
+// from. A mark past the log's end (the topic recreated shorter) is
+// ignored.
+func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic string, p int32, from, mark int64, fn func(*kgo.Record) error) error {
 	end, err := partitionEnd(ctx, adm, topic, p)
 	if err != nil {
 		return err
+	}
+	if mark > end {
+		hwm, err := partitionHighWatermark(ctx, adm, topic, p)
+		if err != nil {
+			return err
+		}
+		if mark > hwm {
+			mark = -1 // not in this log
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	starts, err := adm.ListStartOffsets(sctx, topic)
@@ -263,7 +285,7 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	}
 	start, _ := starts.Lookup(topic, p)
 	first := max(start.Offset, from)
-	if end <= first {
+	if end <= first && (end >= mark || first >= mark) {
 		return nil
 	}
 	opts := append(append([]kgo.Opt(nil), base...),
@@ -279,7 +301,9 @@ func readPartition(ctx context.Context, base []kgo.Opt, adm *kadm.Client, topic 
 	defer cl.Close()
 	next := first
 	moved := time.Now()
-	for next < end {
+	// Past the end, and past the mark unless the end is (the mark's
+	// records and commit marker read, or the last stable offset past it).
+	for next < end || end < mark && next < mark {
 		if time.Since(moved) > restoreStall {
 			return kafkaFault(fmt.Errorf("cdcjoin: restore %s/%d: no record for %v at offset %d of %d", topic, p, restoreStall, next, end))
 		}
@@ -334,10 +358,25 @@ const (
 	restoreStall = time.Minute
 )
 
+// partitionEnd returns the last stable offset of topic/partition: the end
+// of what a read_committed consumer can read (before the first record of an
+// undecided transaction).
 func partitionEnd(ctx context.Context, adm *kadm.Client, topic string, p int32) (int64, error) {
+	return listPartitionOffset(ctx, adm.ListCommittedOffsets, topic, p)
+}
+
+// partitionHighWatermark returns the end of topic/partition: the offset
+// after its last record, committed or not.
+func partitionHighWatermark(ctx context.Context, adm *kadm.Client, topic string, p int32) (int64, error) {
+	return listPartitionOffset(ctx, adm.ListEndOffsets, topic, p)
+}
+
+// listPartitionOffset returns what list (a kadm listing of topics'
+// offsets) says of topic/partition, within adminTimeout.
+func listPartitionOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, p int32) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	ends, err := list(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cdcjoin/cdcjoin/row"
 	"github.com/cdcjoin/cdcjoin/stage"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // keying is the keying stage: it consumes the Debezium topics in the group
@@ -378,6 +379,7 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		err = kt.produceErr(began)
 	}
 	k.txnKeyed = time.Since(began) // from the transaction's begin
+	carried := k.committedMarks()
 	// End with rebalances allowed, as GroupTransactSession is meant to
 	// run: a revoke or a lost session during End makes it abort (and a
 	// revoke waits for a commit in progress). Under BlockRebalanceOnPoll,
@@ -396,7 +398,12 @@ func (k *keying) transact(ctx context.Context, fs kgo.Fetches) error {
 		}
 		return err
 	}
-	committed, err = k.sess.End(tctx, kgo.TryCommit)
+	// The offsets carry the changelogs' ends (keyingmarks.go).
+	mctx := kgo.PreTxnCommitFnContext(tctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		kt.markOffsets(req, carried)
+		return nil
+	})
+	committed, err = k.sess.End(mctx, kgo.TryCommit)
 	if err != nil {
 		kt.abort()
 		if tctx.Err() != nil && ctx.Err() == nil {

@@ -80,7 +80,8 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 	if b, err := s.Meta(metaTopicID); err == nil && b != nil {
 		builtFrom = string(b)
 	}
-	err = readPartition(ctx, k.base, k.adm, topic, p, from, func(r *kgo.Record) error {
+	mark := k.markOf(sp)
+	err = readPartition(ctx, k.base, k.adm, topic, p, from, mark, func(r *kgo.Record) error {
 		n++
 		if string(r.Key) == topicIDKey {
 			if r.Value != nil {
@@ -145,7 +146,7 @@ func (k *keying) restore(ctx context.Context, sp sourcePart) (*joinstate.Store, 
 		k.m.CatchUpSeconds.WithLabelValues("keying", cm).Observe(elapsed.Seconds())
 		k.m.CatchUpRecords.WithLabelValues("keying", cm).Add(float64(n))
 	}
-	k.log.Info("index ready", "side", k.sideName(sp.side), "partition", p, "mode", mode, "records", n, "seconds", elapsed.Seconds())
+	k.log.Info("index ready", "side", k.sideName(sp.side), "partition", p, "mode", mode, "records", n, "changelog_mark", mark, "seconds", elapsed.Seconds())
 	return s, nil
 }
 
@@ -183,6 +184,17 @@ func (k *keying) reusable(so joinstate.Options, topic string, p int32, shape []b
 		return nil, 0, kafkaFault(fmt.Errorf("cdcjoin: keying: %s/%d offsets: %w", topic, p, err))
 	}
 	st, _ := starts.Lookup(topic, p)
+	if from > end {
+		// Past the last stable offset: this index's own last transaction,
+		// committed, its markers not written yet (keyingmarks.go); or past
+		// the log's end (another log).
+		var hwm int64
+		if hwm, err = partitionHighWatermark(ctx, k.adm, topic, p); err != nil {
+			s.Close()
+			return nil, 0, err
+		}
+		end = hwm
+	}
 	if from < st.Offset || from > end {
 		// Compacted or deleted past the position, or another log: rebuild.
 		s.Close()
@@ -240,6 +252,9 @@ type keyingReady struct {
 	assigned map[sourcePart]uint64 // owned source partitions → generation of the assignment
 	fetched  map[sourcePart]bool   // their committed offsets are fetched (stable)
 	gen      uint64
+	// marks: the changelog marks their committed offsets carried
+	// (keyingmarks.go), read to at least by their restores.
+	marks map[sourcePart]int64
 }
 
 // assignPartitions records newly assigned source partitions
@@ -249,7 +264,7 @@ func (k *keying) assignPartitions(_ context.Context, _ *kgo.Client, added map[st
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.rd.assigned == nil {
-		k.rd.assigned, k.rd.fetched = map[sourcePart]uint64{}, map[sourcePart]bool{}
+		k.rd.assigned, k.rd.fetched, k.rd.marks = map[sourcePart]uint64{}, map[sourcePart]bool{}, map[sourcePart]int64{}
 	}
 	k.rd.joined = true
 	if k.tk != nil {
@@ -269,35 +284,35 @@ func (k *keying) assignPartitions(_ context.Context, _ *kgo.Client, added map[st
 func (k *keying) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	mark := func(topic string, parts []int32) {
+	mark := func(topic string, p int32, metadata *string) {
 		side := k.sideOf(topic)
 		if side == 0 {
 			return
 		}
-		for _, p := range parts {
-			if _, ok := k.rd.assigned[sourcePart{side, p}]; ok {
-				k.rd.fetched[sourcePart{side, p}] = true
+		sp := sourcePart{side, p}
+		if _, ok := k.rd.assigned[sp]; ok {
+			k.rd.fetched[sp] = true
+			if n, ok := decodeMark(metadata); ok {
+				k.rd.marks[sp] = n
+			} else {
+				delete(k.rd.marks, sp)
 			}
 		}
 	}
 	for _, t := range resp.Topics {
-		var ps []int32
 		for _, p := range t.Partitions {
 			if p.ErrorCode == 0 {
-				ps = append(ps, p.Partition)
+				mark(t.Topic, p.Partition, p.Metadata)
 			}
 		}
-		mark(t.Topic, ps)
 	}
 	for _, g := range resp.Groups {
 		for _, t := range g.Topics {
-			var ps []int32
 			for _, p := range t.Partitions {
 				if p.ErrorCode == 0 {
-					ps = append(ps, p.Partition)
+					mark(t.Topic, p.Partition, p.Metadata)
 				}
 			}
-			mark(t.Topic, ps)
 		}
 	}
 	return nil
@@ -308,6 +323,7 @@ func (k *keying) offsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Off
 func (k *keying) forget(sp sourcePart) {
 	delete(k.rd.assigned, sp)
 	delete(k.rd.fetched, sp)
+	delete(k.rd.marks, sp)
 }
 
 // restoreFetched restores the indexes of owned partitions whose offsets

@@ -276,6 +276,9 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 		diff = fmt.Sprintf("Run: %v\n%s", serr, diff)
 	}
 	res.final = diff
+	if err := keyingMarked(adm, groups[0]); err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
 	if changelog {
 		if got, err := m.changelog(); err != nil {
 			res.changelog = err.Error()
@@ -477,6 +480,30 @@ func TestPlanHotKeysUpsert(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keyingMarked checks that every source offset the keying group committed
+// carries the end of its index changelog in its metadata (keyingmarks.go:
+// what a restore reads to at least), and that there are some.
+func keyingMarked(adm *kadm.Client, group string) error {
+	offs, err := adm.FetchOffsets(context.Background(), group)
+	if err == nil {
+		err = offs.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("keying group %s: %w", group, err)
+	}
+	n := 0
+	for _, o := range offs.Sorted() {
+		if !strings.HasPrefix(o.Metadata, "cdcjoin.changelog=") {
+			return fmt.Errorf("keying group's committed offset of %s/%d (%d) carries no changelog mark: metadata %q", o.Topic, o.Partition, o.At, o.Metadata)
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("keying group %s committed no offsets", group)
+	}
+	return nil
 }
 
 // committedOffsets describes the offsets groups committed, per topic and
