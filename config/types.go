@@ -180,8 +180,8 @@ func (c *Config) DeclaredOutputTypes() []row.ColumnType {
 	}
 	out := make([]row.ColumnType, len(c.Select))
 	for i, s := range c.Select {
-		if s.Table == "window" { // window.start, window.end: timestamps
-			out[i] = row.ColumnType{Kind: row.KindTimestamp, Connect: "int64", Logical: "io.debezium.time.MicroTimestamp"}
+		if s.Table == "window" {
+			out[i] = WindowBoundType()
 			continue
 		}
 		if d := c.DeclaredTypes(s.Side, []string{s.Column}); d != nil {
@@ -189,6 +189,12 @@ func (c *Config) DeclaredOutputTypes() []row.ColumnType {
 		}
 	}
 	return out
+}
+
+// WindowBoundType is the type of a window join's window.start and
+// window.end: a timestamp of microseconds.
+func WindowBoundType() row.ColumnType {
+	return row.ColumnType{Kind: row.KindTimestamp, Connect: "int64", Logical: "io.debezium.time.MicroTimestamp"}
 }
 
 // linkedKeyTypes returns, for side's key columns linked to the other

@@ -175,6 +175,12 @@ func NewTimeDecoder(cfg *config.Config, ts *TimeSpec) *TimeDecoder {
 	return d
 }
 
+// Event returns the event the last Decode decoded (its images and, with
+// a schema, its column types, in the order of the side's TimeSpec.Columns),
+// valid until the next Decode; meaningful only after a Decode without
+// error.
+func (d *TimeDecoder) Event() *debezium.Event { return &d.ev }
+
 // Side returns the side of topic (0 when it is neither).
 func (d *TimeDecoder) Side(topic string) timejoin.Side {
 	switch topic {
@@ -314,4 +320,29 @@ func (d *TimeDecoder) time(i int, v row.Value) (int64, error) {
 		return 0, fmt.Errorf("NULL (every record needs an event time)")
 	}
 	return 0, fmt.Errorf("a %s is not a time (declare the column's type: timestamp, timestamptz, date or bigint)", v.Kind)
+}
+
+// TimeOutput returns the select list of the time join ts in select
+// order, as Output does for a regular join: the left side's types are
+// those observed as row.Parent, the right side's as row.Child (events of a
+// TimeDecoder, whose columns are ts.Columns); window bounds are
+// timestamps.
+func (t *Types) TimeOutput(ts *TimeSpec) []row.ColumnType {
+	out := make([]row.ColumnType, len(ts.Spec.Out))
+	for i, c := range ts.Spec.Out {
+		side := row.Parent
+		switch c.From {
+		case timejoin.FromWindowStart, timejoin.FromWindowEnd:
+			out[i] = config.WindowBoundType()
+			continue
+		case timejoin.FromRight:
+			side = row.Child
+		}
+		if st := t.sides[side]; c.Index < len(st) && st[c.Index].Known() {
+			out[i] = st[c.Index]
+		} else if inf := t.inferred[side]; c.Index < len(inf) {
+			out[i] = inf[c.Index]
+		}
+	}
+	return out
 }

@@ -15,15 +15,18 @@ import (
 	"github.com/cdcjoin/cdcjoin/keyed"
 	"github.com/cdcjoin/cdcjoin/registry"
 	"github.com/cdcjoin/cdcjoin/row"
+	"github.com/cdcjoin/cdcjoin/timejoin"
 )
 
 // Sampler reads the source topics from their beginning and learns the
 // select list's column types: from Kafka Connect schemas, and for records
 // without one from their non-NULL values (job.Types: a NULL never decides
 // a type). Sinks that create tables use it: the join stage itself only
-// sees projected rows, not schemas. Each Sample reads on where the last
-// stopped, so a caller can wait for values of columns still unknown. Not
-// safe for concurrent use.
+// sees projected rows, not schemas. A time join's topics are decoded by
+// its job.TimeDecoder and its output columns typed alike (window bounds
+// are timestamps). Each Sample reads on where the last stopped, so a
+// caller can wait for values of columns still unknown. Not safe for
+// concurrent use.
 type Sampler struct {
 	cl      *kgo.Client
 	spec    *keyed.Spec
@@ -33,8 +36,13 @@ type Sampler struct {
 	// A plan's decoder and types (spec and dec are nil then).
 	pdec   *job.PlanDecoder
 	ptypes job.PlanTypes
-	ev     debezium.Event
-	hdrs   []debezium.Header
+	// A time join's spec, decoder and scratch record (spec, dec and pdec
+	// are nil then; its types are in types).
+	ts   *job.TimeSpec
+	tdec *job.TimeDecoder
+	trec timejoin.Record
+	ev   debezium.Event
+	hdrs []debezium.Header
 }
 
 // NewSampler returns a sampler of cfg's source topics.
@@ -45,13 +53,22 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 	}
 	var spec *keyed.Spec
 	var pr *planRun
-	if cfg.Plan() != nil {
+	var ts *job.TimeSpec
+	if cfg.IsTimeJoin() {
+		if ts, err = job.TimeJoin(cfg); err != nil {
+			return nil, err
+		}
+	} else if cfg.Plan() != nil {
 		pr = newPlanRun(cfg)
 	} else if spec, err = job.Spec(cfg); err != nil {
 		return nil, err
 	}
+	topics := sourceTopics(cfg, pr)
+	if ts != nil {
+		topics = []string{cfg.TimeJoin.Left.Topic, cfg.TimeJoin.Right.Topic}
+	}
 	cl, err := kgo.NewClient(append(base,
-		kgo.ConsumeTopics(sourceTopics(cfg, pr)...),
+		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)...)
@@ -62,6 +79,9 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 	if err != nil {
 		cl.Close()
 		return nil, err
+	}
+	if ts != nil {
+		return &Sampler{cl: cl, schemas: schemas, ts: ts, tdec: job.NewTimeDecoder(cfg, ts)}, nil
 	}
 	if pr != nil {
 		return &Sampler{cl: cl, schemas: schemas, pdec: job.NewPlanDecoder(cfg)}, nil
@@ -85,6 +105,16 @@ func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
 			for _, h := range r.Headers {
 				s.hdrs = append(s.hdrs, debezium.Header{Key: h.Key, Value: h.Value})
 			}
+			if s.tdec != nil {
+				side := row.Parent
+				if s.tdec.Side(r.Topic) == timejoin.SideRight {
+					side = row.Child
+				}
+				if ok, err := s.tdec.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &s.trec); err == nil && ok {
+					s.types.Observe(side, s.tdec.Event())
+				}
+				return
+			}
 			if s.pdec != nil {
 				for _, it := range s.pdec.Items(r.Topic) {
 					if ok, err := s.pdec.Decode(it, r.Topic, r.Partition, r.Offset, r.Key, r.Value, &s.ev); err == nil && ok {
@@ -105,6 +135,9 @@ func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
 }
 
 func (s *Sampler) output() []row.ColumnType {
+	if s.ts != nil {
+		return s.types.TimeOutput(s.ts)
+	}
 	if s.pdec != nil {
 		return s.ptypes.Output(s.pdec.Plan())
 	}
