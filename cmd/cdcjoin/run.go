@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cdcjoin/cdcjoin/config"
@@ -59,7 +61,7 @@ and /readyz are served on kafka.metrics_addr.`)
 		opts := kafkarun.Options{Logger: log, Ready: &metrics.Readiness{}}
 		var s sink.Sink
 		if cfg.ClickHouse != nil && cfg.IsTimeJoin() {
-			opts.NewSink = insertSinks(cfg)
+			opts.NewSink = insertSinks(cfg, log)
 		} else if cfg.ClickHouse != nil {
 			// Check (and create) the table before joining anything, so
 			// that a bad table or credentials fail at once; typed from
@@ -204,12 +206,83 @@ func clickhouseSinks(cfg *config.Config, types []row.ColumnType) func(context.Co
 // insert-mode ClickHouse sink per keyed partition, whose stream is the
 // partition (its rows' seq numbers are the partition's: a row emitted
 // again after a crash or a rebalance is dropped by max(_seq)); the table
-// is typed by the declared types and made at the first rows.
-func insertSinks(cfg *config.Config) func(context.Context, kafkarun.SinkFor) (sink.Sink, error) {
-	types := cfg.DeclaredOutputTypes()
+// is made at the first rows, typed by the declared types, else by what a
+// sample of the source topics taken then says (timeTypes), else by the
+// first rows' values.
+func insertSinks(cfg *config.Config, log *slog.Logger) func(context.Context, kafkarun.SinkFor) (sink.Sink, error) {
+	types := &timeTypes{cfg: cfg, log: log}
 	return func(_ context.Context, p kafkarun.SinkFor) (sink.Sink, error) {
-		return clickhouse.NewLazyInsert(cfg, func() []row.ColumnType { return types }, func() string { return p.Stream }), nil
+		return clickhouse.NewLazyInsert(cfg, types.get, func() string { return p.Stream }), nil
 	}
+}
+
+// Bounds of timeTypes' sample of the source topics.
+const (
+	timeSampleTime    = 10 * time.Second
+	timeSampleRecords = 5000
+)
+
+// timeTypes are the output column types of a time join's `run`, for the
+// tables its partitions' lazy sinks create: the declared types, and for
+// columns without one what one sample of the source topics (a
+// kafkarun.Sampler: their schemas, else their non-NULL values; at most
+// timeSampleTime and timeSampleRecords) found. The sample is taken once
+// per process, when a partition's first rows arrive (by then the topics
+// hold data; at startup they may be empty), and shared; safe for
+// concurrent use (the partitions' sinks open concurrently: one samples,
+// the others wait for it).
+type timeTypes struct {
+	cfg *config.Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	sampled []row.ColumnType // nil until a sample completed
+}
+
+// get returns the types (zero entries where nothing is known). A sample
+// cut short by ctx (not by its own bounds) is not kept: the next get
+// samples again.
+func (t *timeTypes) get(ctx context.Context) []row.ColumnType {
+	out := t.cfg.DeclaredOutputTypes()
+	if !slices.ContainsFunc(out, func(ct row.ColumnType) bool { return !ct.Known() }) {
+		return out
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sampled == nil {
+		t.sampled = t.sample(ctx)
+	}
+	for i, ct := range t.sampled {
+		if i < len(out) && !out[i].Known() {
+			out[i] = ct
+		}
+	}
+	return out
+}
+
+// sample reads the source topics for the types (nil when ctx ended first
+// or the topics cannot be read: the caller then goes on without).
+func (t *timeTypes) sample(ctx context.Context) []row.ColumnType {
+	s, err := kafkarun.NewSampler(t.cfg)
+	if err != nil {
+		t.log.Warn("cannot sample the source topics for the new table's column types", "err", err)
+		return nil
+	}
+	defer s.Close()
+	sctx, cancel := context.WithTimeout(ctx, timeSampleTime)
+	defer cancel()
+	types := s.Sample(sctx, timeSampleRecords)
+	if ctx.Err() != nil {
+		return nil
+	}
+	var unknown []string
+	for i, ct := range types {
+		if !ct.Known() {
+			unknown = append(unknown, t.cfg.OutputNames()[i])
+		}
+	}
+	t.log.Info("sampled the source topics for the new table's column types", "unknown", strings.Join(unknown, ","))
+	return types
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

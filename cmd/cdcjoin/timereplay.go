@@ -45,7 +45,7 @@ func runTimeReplay(ctx context.Context, cfg *config.Config, a replayArgs, stdout
 		if err != nil {
 			return err
 		}
-		out.add(clickhouse.NewLazyInsert(chCfg, func() []row.ColumnType { return eng.OutputTypes() }, func() string { return eng.Stream() }))
+		out.add(clickhouse.NewLazyInsert(chCfg, func(context.Context) []row.ColumnType { return eng.OutputTypes() }, func() string { return eng.Stream() }))
 	}
 	if err := out.options(cfg, a, stdout, &opts); err != nil {
 		return err

@@ -15,14 +15,21 @@ import (
 
 func insertConfig(t testing.TB, addr string) *config.Config {
 	t.Helper()
+	return insertConfigTypes(t, addr, "id: bigint", "name: text")
+}
+
+// insertConfigTypes is insertConfig with the left and right side's types
+// besides t (a YAML map's entries).
+func insertConfigTypes(t testing.TB, addr, left, right string) *config.Config {
+	t.Helper()
 	table := fmt.Sprintf("t_insert_%d_%d", time.Now().UnixNano()%1e9, tableSeq.Add(1))
 	y := fmt.Sprintf(`
 name: test
 join: left
 time_join:
   kind: interval
-  left: {topic: a, key: k, time: t, types: {t: timestamp, id: bigint}}
-  right: {topic: b, key: k, time: t, types: {t: timestamp, name: text}}
+  left: {topic: a, key: k, time: t, types: {t: timestamp%s}}
+  right: {topic: b, key: k, time: t, types: {t: timestamp%s}}
   upper: 1m
 select: left.id, left.t, right.name
 state: {dir: /tmp/unused}
@@ -32,12 +39,19 @@ clickhouse:
   table: %s
   batch: {rows: 37, interval: 20ms}
   retry: {initial: 20ms, max: 500ms, max_elapsed: 2m}
-`, addr, testDB, table)
+`, sep(left), sep(right), addr, testDB, table)
 	cfg, err := config.Parse([]byte(y), "test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+func sep(types string) string {
+	if types == "" {
+		return ""
+	}
+	return ", " + types
 }
 
 func insertRow(seq uint64) row.Change {

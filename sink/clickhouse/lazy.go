@@ -151,24 +151,27 @@ func (l *LazyExact) Close() error {
 
 // LazyInsert is an insert-mode sink (a time join's rows, insert.go)
 // opened at its first Write, so that a table it creates is typed with the
-// column types known by then; the stream is asked for then too. Not safe
+// column types known by then (types, asked for with the Write's context),
+// and where those and the declared types know nothing about a column, by
+// its first non-NULL value among the first Write's changes (else the open
+// fails with an *UntypedError); the stream is asked for then too. Not safe
 // for concurrent use.
 type LazyInsert struct {
 	cfg    *config.Config
-	types  func() []row.ColumnType
+	types  func(context.Context) []row.ColumnType
 	stream func() string
 	s      *Sink
 }
 
 // NewLazyInsert returns a LazyInsert for cfg (mode insert).
-func NewLazyInsert(cfg *config.Config, types func() []row.ColumnType, stream func() string) *LazyInsert {
+func NewLazyInsert(cfg *config.Config, types func(context.Context) []row.ColumnType, stream func() string) *LazyInsert {
 	return &LazyInsert{cfg: cfg, types: types, stream: stream}
 }
 
 // Write implements sink.Sink.
 func (l *LazyInsert) Write(ctx context.Context, changes []row.Change) error {
 	if l.s == nil {
-		s, err := Open(ctx, l.cfg, Options{Types: l.types(), Stream: l.stream()})
+		s, err := open(ctx, l.cfg, Options{Types: l.types(ctx), Stream: l.stream()}, sampleRow(changes, len(l.cfg.OutputNames())))
 		if err != nil {
 			return err
 		}

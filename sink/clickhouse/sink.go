@@ -108,6 +108,13 @@ var _ sink.StatsReporter = (*Sink)(nil)
 // retryable failures (server unreachable) are retried per cfg's retry policy
 // until ctx ends.
 func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) {
+	return open(ctx, cfg, opts, nil)
+}
+
+// open is Open, a table it creates typed, where opts.Types and the
+// declared types know nothing, by sample (a row of values, e.g. the first
+// changes' sampleRow; may be nil) as ColumnTypes does.
+func open(ctx context.Context, cfg *config.Config, opts Options, sample []row.Value) (*Sink, error) {
 	if cfg.ClickHouse == nil {
 		return nil, fmt.Errorf("cdcjoin: clickhouse: the configuration has no clickhouse section")
 	}
@@ -172,7 +179,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Sink, error) 
 		err = s.drop(ctx)
 	}
 	if err == nil && (knownTypes(opts.Types) || knownTypes(cfg.DeclaredOutputTypes()) || s.tableExists(ctx)) {
-		err = s.setup(ctx, nil)
+		err = s.setup(ctx, sample)
 	}
 	if err != nil {
 		s.cancel()
