@@ -8,6 +8,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/deadletter"
+	"github.com/cdcjoin/cdcjoin/debezium"
 	"github.com/cdcjoin/cdcjoin/driver"
 	"github.com/cdcjoin/cdcjoin/job"
 	"github.com/cdcjoin/cdcjoin/joinstate"
@@ -53,6 +54,12 @@ type TimeEngine struct {
 	committedW atomic.Int64
 	// afterCommit, if set, runs after each commit (SetAfterCommit).
 	afterCommit func()
+	// The column types the applied inserts showed (observeTypes), until
+	// every output column's is known (typesKnown); tev is scratch.
+	types      job.Types
+	typesSeen  int
+	typesKnown bool
+	tev        debezium.Event
 }
 
 // TimeStats is a snapshot of what a TimeEngine has done.
@@ -172,8 +179,9 @@ func (e *TimeEngine) Stats() TimeStats {
 type TimeDecoded struct {
 	Record Record
 	rec    timejoin.Record
-	ok     bool  // false: a tombstone
-	Err    error // a bad-record error naming the record's position
+	ok     bool             // false: a tombstone
+	Err    error            // a bad-record error naming the record's position
+	types  []row.ColumnType // its schema's column types (shared, read-only; nil without a schema)
 	key    []byte
 	value  []byte
 }
@@ -192,6 +200,10 @@ func DecodeTime(d *job.TimeDecoder, r *Record, out *TimeDecoded) {
 	}
 	out.Record = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: out.key, Value: out.value}
 	out.ok, out.Err = d.Decode(r.Topic, r.Partition, r.Offset, r.Key, r.Value, &out.rec)
+	out.types = nil
+	if out.ok && out.Err == nil {
+		out.types = d.Event().Types
+	}
 }
 
 // Apply applies one decoded record (in each partition's offset order),
@@ -221,6 +233,9 @@ func (e *TimeEngine) Apply(ctx context.Context, d *TimeDecoded) error {
 		e.stats.Tombstones++
 	default:
 		e.stats.Events++
+		if !e.typesKnown && d.rec.Op == timejoin.Insert {
+			e.observeTypes(d)
+		}
 		res, err := e.join.Apply(e.txn.Space(), &d.rec, e.buf.Emitter(ctx))
 		if err != nil {
 			return fmt.Errorf("cdcjoin: record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
@@ -346,7 +361,34 @@ func (e *TimeEngine) Run(ctx context.Context, src func(yield func(*Record) error
 	})
 }
 
-// OutputTypes returns the select list's column types declared in the
-// configuration (zero entries where unknown; window start and end are
-// timestamps).
-func (e *TimeEngine) OutputTypes() []row.ColumnType { return e.cfg.DeclaredOutputTypes() }
+// OutputTypes returns the select list's column types: declared in the
+// configuration, else those of the inserts applied so far (their schema's,
+// else their non-NULL values', as job.Types), zero entries where unknown;
+// window start and end are timestamps. Call it on Apply's goroutine (a
+// sink does, at a commit).
+func (e *TimeEngine) OutputTypes() []row.ColumnType {
+	out := e.cfg.DeclaredOutputTypes()
+	if !row.AllKnown(out) {
+		for i, ct := range e.types.TimeOutput(e.ts) {
+			if !out[i].Known() {
+				out[i] = ct
+			}
+		}
+	}
+	return out
+}
+
+// observeTypes records the column types of the insert d (OutputTypes),
+// checking now and then whether every output column's is known: then the
+// engine stops observing.
+func (e *TimeEngine) observeTypes(d *TimeDecoded) {
+	side := row.Parent
+	if d.rec.Side == timejoin.SideRight {
+		side = row.Child
+	}
+	e.tev = debezium.Event{Types: d.types, After: debezium.Row{Present: true, Values: d.rec.Row}}
+	e.types.Observe(side, &e.tev)
+	if e.typesSeen++; e.typesSeen%64 == 1 {
+		e.typesKnown = row.AllKnown(e.OutputTypes())
+	}
+}

@@ -95,7 +95,7 @@ func NewSampler(cfg *config.Config) (*Sampler, error) {
 // yet).
 func (s *Sampler) Sample(ctx context.Context, limit int) []row.ColumnType {
 	defer context.AfterFunc(ctx, s.schemas.Close)()
-	for n := 0; n < limit && !allKnown(s.output()) && ctx.Err() == nil; {
+	for n := 0; n < limit && !row.AllKnown(s.output()) && ctx.Err() == nil; {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := s.cl.PollRecords(pctx, 500)
 		cancel()
@@ -148,15 +148,6 @@ func (s *Sampler) output() []row.ColumnType {
 func (s *Sampler) Close() {
 	s.cl.Close()
 	s.schemas.Close()
-}
-
-func allKnown(ts []row.ColumnType) bool {
-	for _, t := range ts {
-		if !t.Known() {
-			return false
-		}
-	}
-	return true
 }
 
 // SampleTypes samples the source topics' first limit records at most (see

@@ -17,3 +17,13 @@ type ColumnType struct {
 
 // Known reports whether t says anything (the zero ColumnType: unknown).
 func (t ColumnType) Known() bool { return t.Connect != "" || t.Kind != KindNull }
+
+// AllKnown reports whether every type of ts is Known.
+func AllKnown(ts []ColumnType) bool {
+	for _, t := range ts {
+		if !t.Known() {
+			return false
+		}
+	}
+	return true
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -244,7 +243,7 @@ type timeTypes struct {
 // samples again.
 func (t *timeTypes) get(ctx context.Context) []row.ColumnType {
 	out := t.cfg.DeclaredOutputTypes()
-	if !slices.ContainsFunc(out, func(ct row.ColumnType) bool { return !ct.Known() }) {
+	if row.AllKnown(out) {
 		return out
 	}
 	t.mu.Lock()
