@@ -9,6 +9,7 @@ import (
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
+	"github.com/cdcjoin/cdcjoin/internal/testkit"
 	"github.com/cdcjoin/cdcjoin/row"
 )
 
@@ -31,15 +32,7 @@ func TestLazyInsertTypes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, s)
-		}
-		return out
+		return testkit.Strings(t, rows)
 	}
 
 	cfg := newConfig()
