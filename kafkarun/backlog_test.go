@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/config"
 	"github.com/cdcjoin/cdcjoin/internal/testenv"
@@ -181,12 +180,7 @@ func TestBacklogDrain(t *testing.T) {
 	o.ParentTopic, o.ChildTopic = run+".public.users", run+".public.domains"
 	h := generate(t, o)
 	addrs := strings.Split(brokers, ",")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := brokerAdmin(t, addrs)
 	ctx := context.Background()
 	if _, err := adm.CreateTopics(ctx, int32(o.Partitions), -1, nil, o.ParentTopic, o.ChildTopic); err != nil {
 		t.Fatal(err)

@@ -306,13 +306,7 @@ func skewChangelogChunks(t *testing.T, seed int64, join string, paceByTime bool)
 	diff, err := m.waitEqual(want, stallLimit, in)
 	serr := in.stop(t)
 	tally(reg)
-	if err != nil {
-		diff = fmt.Sprintf("%v\n%s", err, diff)
-	}
-	if serr != nil {
-		diff = fmt.Sprintf("Run: %v\n%s", serr, diff)
-	}
-	res.final = diff
+	res.final = runDiff(diff, err, serr)
 	if got, err := m.changelog(); err != nil {
 		res.changelog = err.Error()
 	} else {

@@ -455,8 +455,33 @@ func (in *instance) stop(t testing.TB) error {
 	}
 }
 
+// runDiff is a run's verdict: diff (what the sink lacks against the
+// oracle, "" when equal) preceded by the wait's error and then the run's
+// own (Run's return, from instance.stop), so a failure shows why first.
+func runDiff(diff string, waitErr, runErr error) string {
+	if waitErr != nil {
+		diff = fmt.Sprintf("%v\n%s", waitErr, diff)
+	}
+	if runErr != nil {
+		diff = fmt.Sprintf("Run: %v\n%s", runErr, diff)
+	}
+	return diff
+}
+
 func oracle(h *cdcgen.History, left bool) []cdcgen.JoinedRow {
 	return cdcgen.Join(h.Final.Users, h.Final.Domains, left)
+}
+
+// brokerAdmin returns an admin client of brokers (a real cluster's, for
+// the tests that create their topics there), closed when the test ends.
+func brokerAdmin(t testing.TB, brokers []string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
 }
 
 func brokersOf(c *kfake.Cluster) string { return strings.Join(c.ListenAddrs(), ", ") }

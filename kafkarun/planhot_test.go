@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdcjoin/cdcjoin/cdcgen"
 	"github.com/cdcjoin/cdcjoin/config"
@@ -114,12 +113,7 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 		}
 	}
 	addrs := strings.Split(brokers, ",")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := brokerAdmin(t, addrs)
 	if _, err := adm.CreateTopics(context.Background(), int32(opts.Partitions), -1, nil, topics...); err != nil {
 		t.Fatal(err)
 	}
@@ -269,13 +263,7 @@ func planHotKeys(t *testing.T, seed int64, sql string, changelog, paceByTime boo
 	}
 	serr := in.stop(t)
 	tally(reg)
-	if err != nil {
-		diff = fmt.Sprintf("%v\n%s", err, diff)
-	}
-	if serr != nil {
-		diff = fmt.Sprintf("Run: %v\n%s", serr, diff)
-	}
-	res.final = diff
+	res.final = runDiff(diff, err, serr)
 	if err := keyingMarked(adm, groups[0]); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}

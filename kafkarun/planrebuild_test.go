@@ -366,12 +366,7 @@ func runPlanRebuild(t *testing.T, brokers string, seed int64, sql string, rc reb
 	wantHead := replayLive(t, cfgA, recs[:cut])
 	wantAll := replayLive(t, cfgA, recs)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := brokerAdmin(t, addrs)
 	ctx := context.Background()
 	names := kafkarun.NamesOf(cfgA)
 	cr, err := adm.CreateTopics(ctx, int32(opts.Partitions), -1, nil, names.Sources...)
