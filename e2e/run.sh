@@ -116,4 +116,11 @@ fi
 say "broker faults (cmd/cdcjoin TestBrokerRestarts)"
 CDCJOIN_BROKER_FAULTS=1 CDCJOIN_CLICKHOUSE_ADDR="${CDCJOIN_CLICKHOUSE_ADDR:-}" \
 	go test -count=1 -timeout 20m -run '^TestBrokerRestarts$' -v ./cmd/cdcjoin 2>&1 | tee "$OUT/broker-faults.log" | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|broker_test.go' || true
-grep -q -- '--- PASS: TestBrokerRestarts' "$OUT/broker-faults.log" || { say "broker faults failed (log: $OUT/broker-faults.log)"; exit 1; }
+if ! grep -q -- '--- PASS: TestBrokerRestarts' "$OUT/broker-faults.log"; then
+	# The failure's whole report (diffs, /readyz, /statusz, the runs' log
+	# tails) is in lines the filter above leaves out.
+	say "broker faults failed; the end of the test's output:"
+	tail -n 250 "$OUT/broker-faults.log"
+	say "broker faults failed (log: $OUT/broker-faults.log)"
+	exit 1
+fi

@@ -312,7 +312,15 @@ func converge(t *testing.T, conn ch.Conn, jobs []*brokerJob, h *cdcgen.History, 
 		}
 		j.alive(t)
 		if why, diff, got := j.awaitRows(t, want, rows); why != "" {
-			t.Errorf("%s: not equal to the join after the broker came back: %s:\n%s\n%s%s", j.name, why, diff, progress.Report(want, got, parts), childProgress(j.metrics))
+			// What the stuck run says of itself, then its goroutines (into
+			// its kept log) and its end: a stall must be diagnosable from
+			// the test's output alone.
+			_, ready := j.get("/readyz")
+			_, live := j.get("/healthz")
+			_, status := j.get("/statusz")
+			report := progress.Report(want, got, parts) + childProgress(j.metrics)
+			dumpGoroutines(j.cmd, j.log)
+			t.Errorf("%s: not equal to the join after the broker came back: %s:\n%s\n%s/readyz: %s\n/healthz: %s\n/statusz: %s", j.name, why, diff, report, ready, live, status)
 			continue
 		}
 		t.Logf("%s: equal to the join (%d rows) %v after the last record", j.name, len(want), time.Since(began).Round(time.Millisecond))
