@@ -405,7 +405,7 @@ func (j *joinStage) workerFailed(w *worker, err error) {
 // partitions restarted (their records in the poll at hand are stale), or
 // a fatal error once a partition has failed without committing for
 // persistentErrors.
-func (j *joinStage) restartFailed(ctx context.Context, pending map[int32][][]*kgo.Record) (map[int32]bool, error) {
+func (j *joinStage) restartFailed(ctx context.Context, pending map[int32]*held) (map[int32]bool, error) {
 	j.mu.Lock()
 	todo := j.restarts
 	j.restarts = map[int32]error{}
@@ -509,7 +509,7 @@ func (j *joinStage) run(ctx context.Context) error {
 }
 
 func (j *joinStage) dispatch(ctx context.Context) error {
-	pending := map[int32][][]*kgo.Record{}
+	pending := map[int32]*held{}
 	lastCommit := time.Now()
 	max := j.cfg.State.BatchEvents
 	var errs errWindow
@@ -560,13 +560,16 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 			}
 			last := fp.Records[len(fp.Records)-1].Offset
 			j.setLag(fp.Partition, max64(fp.HighWatermark-last-1, 0))
-			if q, ok := pending[fp.Partition]; ok {
-				pending[fp.Partition] = append(q, fp.Records)
-				return
-			}
 			j.mu.Lock()
 			w := j.workers[fp.Partition]
 			j.mu.Unlock()
+			if h, ok := pending[fp.Partition]; ok {
+				if h.w == w {
+					h.q = append(h.q, fp.Records)
+					return
+				}
+				j.dropPending(pending, fp.Partition) // held for a worker that is gone
+			}
 			if w == nil {
 				return // not ours (any more); the owner reads it from its position
 			}
@@ -577,7 +580,7 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 			select {
 			case w.in <- fp.Records:
 			default:
-				pending[fp.Partition] = [][]*kgo.Record{fp.Records}
+				pending[fp.Partition] = &held{w: w, q: [][]*kgo.Record{fp.Records}}
 				j.cl.PauseFetchPartitions(map[string][]int32{j.topic: {fp.Partition}})
 			}
 		})
@@ -587,31 +590,51 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 		}
 		// Queued batches of partitions about to be revoked are dropped
 		// by their stopped workers; the next owner starts from the
-		// committed position. Drop our pending ones too.
+		// committed position. Drop our held ones too (deliverPending
+		// drops those whose worker went while this ran).
 		j.cl.AllowRebalance()
-		j.mu.Lock()
-		for p := range pending {
-			if j.workers[p] == nil {
-				delete(pending, p)
-				j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
-			}
-		}
-		j.mu.Unlock()
+		j.dropStale(pending)
 	}
 }
 
-// deliverPending hands held batches to workers whose queues have room and
-// resumes fetching for partitions that caught up.
-func (j *joinStage) deliverPending(pending map[int32][][]*kgo.Record) {
-	for p, q := range pending {
+// held is a partition's fetched batches that did not fit its worker's
+// queue (the partition's fetching is paused meanwhile), kept for that worker
+// only. A worker started since — the partition lost and assigned again by
+// one rebalance, a restart after a failure — begins at its own position
+// (the fetch is moved there): the held batches, fetched after the old
+// worker's records, must never reach it (it would apply them past a gap,
+// then skip the records of the gap as already applied).
+type held struct {
+	w *worker
+	q [][]*kgo.Record
+}
+
+// dropPending forgets partition p's held batches and resumes its fetching.
+func (j *joinStage) dropPending(pending map[int32]*held, p int32) {
+	delete(pending, p)
+	j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+}
+
+// dropStale drops the held batches whose worker is no longer the
+// partition's.
+func (j *joinStage) dropStale(pending map[int32]*held) {
+	for p, h := range pending {
 		j.mu.Lock()
 		w := j.workers[p]
 		j.mu.Unlock()
-		if w == nil {
-			delete(pending, p)
-			j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
-			continue
+		if w != h.w {
+			j.dropPending(pending, p)
 		}
+	}
+}
+
+// deliverPending hands held batches to their workers while the queues
+// have room, resumes fetching for partitions that caught up, and drops
+// those whose worker is gone (dropStale).
+func (j *joinStage) deliverPending(pending map[int32]*held) {
+	j.dropStale(pending)
+	for p, h := range pending {
+		w, q := h.w, h.q
 		for len(q) > 0 {
 			select {
 			case w.in <- q[0]:
@@ -622,10 +645,9 @@ func (j *joinStage) deliverPending(pending map[int32][][]*kgo.Record) {
 			break
 		}
 		if len(q) == 0 {
-			delete(pending, p)
-			j.cl.ResumeFetchPartitions(map[string][]int32{j.topic: {p}})
+			j.dropPending(pending, p)
 		} else {
-			pending[p] = q
+			h.q = q
 		}
 	}
 }
