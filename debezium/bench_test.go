@@ -106,3 +106,31 @@ func BenchmarkDecodeWide40(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMembers: splitting a replay input line (a users insert, and the
+// 40-column update) into its members, as the replay reader does: the value
+// is skipped whole.
+func BenchmarkMembers(b *testing.B) {
+	k, v := fixture(b, "users_insert_noschema")
+	wk, wv := wide40(false)
+	for _, tc := range []struct {
+		name       string
+		key, value []byte
+	}{{"users", k, v}, {"wide40", wk, wv}} {
+		b.Run(tc.name, func(b *testing.B) {
+			line := []byte(`{"topic":"pg.public.users","partition":0,"offset":12,"key":` + string(tc.key) + `,"value":` + string(tc.value) + `}`)
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			n := 0
+			cpu0 := processCPU()
+			for b.Loop() {
+				if err := Members(line, func(name, raw []byte) error { n += len(raw); return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if cpu := processCPU() - cpu0; cpu > 0 {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			}
+		})
+	}
+}

@@ -331,11 +331,23 @@ func (s *scanner) skipNested() *DecodeError {
 
 // skipOpen skips the rest of depth already-open containers (0: skip one
 // whole container at s.i). Opened containers whose kind skipOpen did not see
-// are not kind-checked.
+// are not kind-checked. It tries skipWords first and, when that gives up
+// (bad input, or input it does not handle), skips byte by byte
+// (skipOpenBytes): both accept the same input and stop at the same byte,
+// and errors come from skipOpenBytes only.
 func (s *scanner) skipOpen(depth int) *DecodeError {
+	if end, ok := skipWords(s.b, s.i, depth); ok {
+		s.i = end
+		return nil
+	}
+	return s.skipOpenBytes(depth)
+}
+
+// skipOpenBytes is skipOpen's reference path: one token at a time, with
+// the errors.
+func (s *scanner) skipOpenBytes(depth int) *DecodeError {
 	b := s.b
-	var stack uint64 // bit d set: level d (counted from skipOpen's start) is an object
-	base := depth
+	k := nesting{depth: depth, base: depth}
 	j := s.i
 	for {
 		j = skipNonStructural(b, j)
@@ -354,28 +366,48 @@ func (s *scanner) skipOpen(depth int) *DecodeError {
 			}
 			j = s.i
 			continue
-		case '{', '[':
-			if d := depth - base; d < 64 {
-				if c == '{' {
-					stack |= 1 << d
-				} else {
-					stack &^= 1 << d
-				}
-			}
-			depth++
-		default: // '}', ']'
-			depth--
-			if d := depth - base; d >= 0 && d < 64 && (stack>>d&1 == 1) != (c == '}') {
+		default: // a bracket
+			done, ok := k.bracket(c)
+			if !ok {
 				s.i = j
 				return s.syntaxErr("mismatched bracket")
 			}
-			if depth == 0 {
+			if done {
 				s.i = j + 1
 				return nil
 			}
 		}
 		j++
 	}
+}
+
+// nesting is the open containers of a skip: how many, and the kinds of
+// the first 64 levels opened since it began (at depth base).
+type nesting struct {
+	depth, base int
+	stack       uint64 // bit d set: level base+d is an object
+}
+
+// bracket applies the bracket c, found outside strings; ok is false when
+// it closes a container of the other kind, done when it closes the last
+// one.
+func (k *nesting) bracket(c byte) (done, ok bool) {
+	if c == '{' || c == '[' {
+		if d := k.depth - k.base; d < 64 {
+			if c == '{' {
+				k.stack |= 1 << d
+			} else {
+				k.stack &^= 1 << d
+			}
+		}
+		k.depth++
+		return false, true
+	}
+	k.depth--
+	if d := k.depth - k.base; d >= 0 && d < 64 && (k.stack>>d&1 == 1) != (c == '}') {
+		return false, false
+	}
+	return k.depth == 0, true
 }
 
 // unescape appends the unescaped form of a JSON string body to dst.
@@ -488,6 +520,7 @@ func parseIntLit(b []byte) (int64, bool) {
 const (
 	swarLo = 0x0101010101010101
 	swarHi = 0x8080808080808080
+	swar7f = 0x7f7f7f7f7f7f7f7f
 )
 
 // swarZero has the high bit set in (at least) the lowest zero byte of x;
@@ -524,6 +557,95 @@ func skipNonStructural(b []byte, j int) int {
 		j += 8
 	}
 	return j
+}
+
+// skipWords is skipOpen for well-formed input, eight bytes at a time: each
+// word's quotes, backslashes, control characters and brackets become byte
+// masks, a prefix XOR of the quote mask tells which bytes are inside a
+// string, and only brackets outside strings are looked at one by one. A
+// word with a backslash is stepped byte by byte up to the escaped byte.
+// It returns the position after the container that closes depth (as
+// skipOpenBytes does), or ok false for anything skipOpenBytes would reject
+// (an unterminated string, a control character in a string, a mismatched
+// bracket, the end of b) without saying why.
+func skipWords(b []byte, j, depth int) (end int, ok bool) {
+	n := nesting{depth: depth, base: depth}
+	var inStr uint64 // swarHi inside a string, else 0
+	for {
+		stop := len(b) // the byte loop's end: the tail, or past an escape
+		if j+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[j:])
+			if bs := swarEq(x, '\\'); bs != 0 {
+				stop = min(j+bits.TrailingZeros64(bs)/8+2, len(b))
+			} else {
+				q := swarEq(x, '"')
+				in := q ^ q<<8 // bytes inside a string (an opening quote counts as inside)
+				in ^= in << 16
+				in ^= in << 32
+				in ^= inStr
+				if swarCtl(x)&in != 0 {
+					return 0, false
+				}
+				y := x | swarLo*0x20 // '[' → '{', ']' → '}'
+				for br := (swarEq(y, '{') | swarEq(y, '}')) &^ in; br != 0; br &= br - 1 {
+					k := j + bits.TrailingZeros64(br)/8
+					done, ok := n.bracket(b[k])
+					if !ok {
+						return 0, false
+					}
+					if done {
+						return k + 1, true
+					}
+				}
+				inStr = uint64(int64(in)>>63) & swarHi
+				j += 8
+				continue
+			}
+		}
+		// Byte by byte up to stop; the lowest backslash's escape ends
+		// before stop, so no escape is pending after the loop.
+		esc := false
+		for ; j < stop; j++ {
+			c := b[j]
+			switch {
+			case inStr != 0:
+				switch {
+				case esc:
+					esc = false
+				case c == '\\':
+					esc = true
+				case c == '"':
+					inStr = 0
+				case c < 0x20:
+					return 0, false
+				}
+			case c == '"':
+				inStr = swarHi
+			case c == '{' || c == '[' || c == '}' || c == ']':
+				done, ok := n.bracket(c)
+				if !ok {
+					return 0, false
+				}
+				if done {
+					return j + 1, true
+				}
+			}
+		}
+		if j >= len(b) {
+			return 0, false
+		}
+	}
+}
+
+// swarEq marks (high bit) exactly the bytes of x equal to c.
+func swarEq(x uint64, c byte) uint64 {
+	y := x ^ swarLo*uint64(c)
+	return ^((y&swar7f + swar7f) | y | swar7f)
+}
+
+// swarCtl marks (high bit) exactly the bytes of x below 0x20.
+func swarCtl(x uint64) uint64 {
+	return ^((x&swar7f + swarLo*0x60) | x) & swarHi
 }
 
 // Members calls fn for each member of the JSON object in b with the member's

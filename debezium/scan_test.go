@@ -85,3 +85,119 @@ func FuzzMembers(f *testing.F) {
 		})
 	})
 }
+
+// checkSkipWords checks skipWords against skipOpenBytes on b from j at
+// depth: when skipWords succeeds, skipOpenBytes must succeed at the same
+// byte. It reports whether skipWords succeeded. At depth 0 b[j] must open
+// a container (skipOpen's precondition); otherwise it reports true.
+func checkSkipWords(t *testing.T, b []byte, j, depth int) bool {
+	t.Helper()
+	if depth == 0 && (j >= len(b) || b[j] != '{' && b[j] != '[') {
+		return true
+	}
+	end, ok := skipWords(b, j, depth)
+	s := scanner{b: b, i: j}
+	err := s.skipOpenBytes(depth)
+	if ok && (err != nil || s.i != end) {
+		t.Fatalf("skipWords(%q, %d, %d) = %d, but skipOpenBytes: %v at %d", b, j, depth, end, err, s.i)
+	}
+	if !ok && err == nil {
+		return false
+	}
+	return ok
+}
+
+// randomJSON appends a random value nested up to depth levels, with
+// strings holding escapes, brackets and multi-byte text.
+func randomJSON(r *rand.Rand, dst []byte, depth int) []byte {
+	switch k := r.IntN(6); {
+	case depth > 0 && k < 2:
+		dst = append(dst, '{')
+		for i := r.IntN(5); i > 0; i-- {
+			dst = randomString(r, dst)
+			dst = append(dst, ':')
+			dst = randomJSON(r, dst, depth-1)
+			if i > 1 {
+				dst = append(dst, ',')
+			}
+		}
+		return append(dst, '}')
+	case depth > 0 && k < 4:
+		dst = append(dst, '[')
+		for i := r.IntN(5); i > 0; i-- {
+			dst = randomJSON(r, dst, depth-1)
+			if i > 1 {
+				dst = append(dst, ", "[:1+r.IntN(2)]...)
+			}
+		}
+		return append(dst, ']')
+	case k == 4:
+		return append(dst, []string{"null", "true", "-12.5e3", "0", "12345678901"}[r.IntN(5)]...)
+	}
+	return randomString(r, dst)
+}
+
+func randomString(r *rand.Rand, dst []byte) []byte {
+	parts := []string{"a", "bcdefgh", `\"`, `\\`, `\u00e9`, "{", "}", "[", "]", "é", "\x7f", "\xff", " ", `\n`, "0123456789abcdef"}
+	dst = append(dst, '"')
+	for i := r.IntN(8); i > 0; i-- {
+		dst = append(dst, parts[r.IntN(len(parts))]...)
+	}
+	return append(dst, '"')
+}
+
+// TestSkipWords: on valid JSON skipWords succeeds where skipOpenBytes
+// does, at every starting offset inside a line; on corrupted JSON it never
+// accepts what skipOpenBytes rejects or stops elsewhere.
+func TestSkipWords(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := 0; n < 20000; n++ {
+		pre := bytes.Repeat([]byte{' '}, r.IntN(9))
+		v := randomJSON(r, pre, 1+r.IntN(5))
+		if v[len(pre)] != '{' && v[len(pre)] != '[' {
+			continue
+		}
+		b := append(v, `,"tail":{"x":[1]}}`[:r.IntN(18)]...)
+		if !checkSkipWords(t, b, len(pre), 0) {
+			t.Fatalf("skipWords gave up on valid %q", b)
+		}
+		// The rest of an open container (as image skips), from after its '{'.
+		if v[len(pre)] == '{' && !checkSkipWords(t, b, len(pre)+1, 1) {
+			t.Fatalf("skipWords gave up on valid %q from byte %d", b, len(pre)+1)
+		}
+		for m := 0; m < 4; m++ {
+			c := bytes.Clone(b)
+			for k := 1 + r.IntN(3); k > 0; k-- {
+				c[r.IntN(len(c))] = "\"\\{}[]\x00\x1f\n a"[r.IntN(11)]
+			}
+			if r.IntN(4) == 0 {
+				c = c[:r.IntN(len(c))]
+			}
+			checkSkipWords(t, c, min(len(pre), len(c)), 0)
+		}
+	}
+	// Deep nesting: kinds are checked up to 64 levels, as skipOpenBytes does.
+	for _, d := range []int{63, 64, 65, 70} {
+		open := bytes.Repeat([]byte{'['}, d)
+		ok := append(append(bytes.Clone(open), '{', '}'), bytes.Repeat([]byte{']'}, d)...)
+		if !checkSkipWords(t, ok, 0, 0) {
+			t.Fatalf("skipWords gave up on %d levels", d)
+		}
+		bad := append(append(bytes.Clone(open), '{', ']'), bytes.Repeat([]byte{']'}, d)...)
+		checkSkipWords(t, bad, 0, 0)
+	}
+}
+
+// FuzzSkipWords: skipWords never accepts input skipOpenBytes rejects nor
+// stops at another byte.
+func FuzzSkipWords(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":"x\"}","c":{"d":[1,{}]},"e":null}`, `{}`, `[{"\\":"]"}]`, `{"a":"\u0041\n"}`, "{\"a\":\"\x01\"}", `{"a":[}`} {
+		f.Add([]byte(s), 0, 0)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, j, depth int) {
+		if j < 0 || j > len(b) || depth < 0 || depth > 1 { // skipOpen's callers: 0 and 1
+			return
+		}
+		checkSkipWords(t, b, j, depth)
+	})
+}
