@@ -657,25 +657,28 @@ func swarCtl(x uint64) uint64 {
 // kind ErrMalformed) or fn's.
 func Members(b []byte, fn func(name, raw []byte) error) error {
 	s := scanner{b: b}
-	var ferr error
-	stop := &DecodeError{}
-	err := s.members(func(name []byte) *DecodeError {
+	if err := s.enterObject(); err != nil {
+		return err
+	}
+	var kbuf []byte
+	for first := true; ; {
+		name, done, err := s.nextKey(&first, &kbuf)
+		if err != nil {
+			return err
+		}
+		if done {
+			break
+		}
 		s.ws()
 		start := s.i
 		if err := s.skip(); err != nil {
 			return err
 		}
-		if ferr = fn(name, b[start:s.i]); ferr != nil {
-			return stop
+		if err := fn(name, b[start:s.i]); err != nil {
+			return err
 		}
-		return nil
-	})
-	switch {
-	case err == stop:
-		return ferr
-	case err != nil:
-		return err
-	case !s.atEnd():
+	}
+	if !s.atEnd() {
 		return s.syntaxErr("data after the object")
 	}
 	return nil

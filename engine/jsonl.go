@@ -30,11 +30,11 @@ const MaxLineBytes = 64 << 20
 // error naming the line number (name is used in the message).
 func ReadJSONL(r io.Reader, name string, fn func(*Record) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
-	var line []byte
+	var line, buf []byte
 	var p lineParser
 	for n := 1; ; n++ {
 		var err error
-		line, err = readLine(br, line[:0])
+		line, buf, err = readLine(br, buf[:0])
 		if err == io.EOF && len(line) == 0 {
 			return nil
 		}
@@ -187,16 +187,22 @@ func nullToNil(b []byte) []byte {
 	return b
 }
 
-func readLine(br *bufio.Reader, dst []byte) ([]byte, error) {
+// readLine returns the next line with its '\n': in br's buffer (valid
+// until the next read) when it fits there, else assembled in dst (returned
+// as buf for reuse).
+func readLine(br *bufio.Reader, dst []byte) (line, buf []byte, err error) {
+	chunk, err := br.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return chunk, dst, err
+	}
 	for {
-		chunk, err := br.ReadSlice('\n')
 		dst = append(dst, chunk...)
 		if len(dst) > MaxLineBytes {
-			return dst, fmt.Errorf("line longer than %d bytes", MaxLineBytes)
+			return dst, dst, fmt.Errorf("line longer than %d bytes", MaxLineBytes)
 		}
-		if err == bufio.ErrBufferFull {
-			continue
+		if err != bufio.ErrBufferFull {
+			return dst, dst, err
 		}
-		return dst, err
+		chunk, err = br.ReadSlice('\n')
 	}
 }
