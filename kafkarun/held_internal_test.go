@@ -1,9 +1,15 @@
 package kafkarun
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdcjoin/cdcjoin/metrics"
 )
 
 // TestHeldBatchesStayWithTheirWorker: batches held for a partition's
@@ -59,5 +65,36 @@ func TestHeldBatchesStayWithTheirWorker(t *testing.T) {
 	}
 	if got := <-w1.in; got[0] != fresh[0] {
 		t.Fatalf("partition 1's second batch: %v", got)
+	}
+}
+
+// TestLostPartitionForgetsFailures: a partition revoked or lost while its
+// worker's failure was pending leaves no failure history behind, so the
+// worker of its next assignment is judged by its own failures only. Before:
+// the old failure's clock stayed, and the next worker's first restartable
+// failure, more than persistentErrors after it, stopped the instance.
+func TestLostPartitionForgetsFailures(t *testing.T) {
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &joinStage{deps: &deps{m: m}, topic: "k", workers: map[int32]*worker{}, committed: map[int32]int64{},
+		restarts: map[int32]error{}, failing: map[int32]time.Time{}}
+	long := time.Now().Add(-time.Hour)
+	for _, p := range []int32{0, 1, 2} {
+		j.failing[p], j.restarts[p] = long, errors.New("unable to dial")
+	}
+	j.lose(context.Background(), nil, map[string][]int32{"k": {0}})
+	j.revoke(context.Background(), nil, map[string][]int32{"k": {1}})
+	for _, p := range []int32{0, 1} {
+		if _, ok := j.failing[p]; ok {
+			t.Errorf("partition %d: failure clock kept after it was no longer ours", p)
+		}
+		if _, ok := j.restarts[p]; ok {
+			t.Errorf("partition %d: restart kept after it was no longer ours", p)
+		}
+	}
+	if j.failing[2] != long || j.restarts[2] == nil {
+		t.Errorf("partition 2 (still ours): failure history dropped")
 	}
 }

@@ -242,6 +242,7 @@ func (j *joinStage) revoke(ctx context.Context, cl *kgo.Client, rev map[string][
 	for _, p := range parts {
 		j.remove(p)
 	}
+	j.forgetFailures(parts)
 }
 
 // lose stops the lost partitions' workers without committing anything.
@@ -251,6 +252,21 @@ func (j *joinStage) lose(_ context.Context, _ *kgo.Client, lost map[string][]int
 	for _, p := range parts {
 		j.remove(p)
 	}
+	j.forgetFailures(parts)
+}
+
+// forgetFailures drops the failure history (workerFailed) of partitions
+// that are no longer ours. A worker of a later assignment starts without
+// one: else its first restartable failure would be judged by the clock of
+// a failure before the revoke (a broker outage that also lost the
+// session), and past persistentErrors it would stop the instance.
+func (j *joinStage) forgetFailures(parts []int32) {
+	j.mu.Lock()
+	for _, p := range parts {
+		delete(j.failing, p)
+		delete(j.restarts, p)
+	}
+	j.mu.Unlock()
 }
 
 func (j *joinStage) stopWorkers(parts []int32) {
