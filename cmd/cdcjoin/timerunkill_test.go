@@ -304,10 +304,25 @@ clickhouse:
 		t.Fatalf("seed %d: a FULL join without padded rows of both sides among %d", seed, len(got))
 	}
 	if o.steady {
-		// Only the probes and redeliveries (a copy of a record up to ten
-		// back) are late, and replay of the same records (in the order
+		// Only the probes and redeliveries (a copy of one of the ten
+		// history records before it: the probes produced between two
+		// slices do not count, so a copy may be up to 14 events back)
+		// are late, and replay of the same records (in the order
 		// produced) gives the table's rows and dead-letters the probes.
-		redelivered := func(i int) bool { return slices.Contains(events[max(i-10, 0):i], events[i]) }
+		// (Seeds 36772 and 51843 failed on the plain ten back: a copy
+		// made just after a slice's end, behind its four probes.)
+		redelivered := func(i int) bool {
+			for k, n := i-1, 0; k >= 0 && n < 10; k-- {
+				if isProbe(k) {
+					continue
+				}
+				if events[k] == events[i] {
+					return true
+				}
+				n++
+			}
+			return false
+		}
 		for i, l := range late {
 			if l && !isProbe(i) && !redelivered(i) || !l && isProbe(i) {
 				t.Fatalf("seed %d: a steady history's record late %v (probe %v): %v", seed, l, isProbe(i), events[i])
