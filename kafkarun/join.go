@@ -606,9 +606,10 @@ func (j *joinStage) dispatch(ctx context.Context) error {
 		}
 		// Queued batches of partitions about to be revoked are dropped
 		// by their stopped workers; the next owner starts from the
-		// committed position. Our held ones go at the next
-		// deliverPending (dropStale), once the rebalance has run.
+		// committed position. Drop our held ones too (deliverPending
+		// drops those whose worker went while this ran).
 		j.cl.AllowRebalance()
+		j.dropStale(pending)
 	}
 }
 
